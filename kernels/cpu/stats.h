@@ -1,0 +1,98 @@
+// Statistics over data resident in a float buffer, shared by the CPU kernels.
+//
+// Precision plan (SEMANTICS.md "fp32 or wider"):
+// - The mean is accumulated in double. Outputs near zero (x close to the mean, or a bias
+//   cancelling the normalized value) carry the error of the mean relative to themselves,
+//   and the F16/BF16 one-ulp rule holds there only if the mean is essentially exact; an
+//   fp32 mean of values ~3000 is off by ~1e-4.
+// - Squared deviations and sums of squares are fp32, pairwise over blocks with four
+//   independent accumulators: their relative error (~1e-7) only scales the output.
+// - The deviation x - mean is formed as (x - hi) - lo with mean = hi + lo split into two
+//   floats, exact when x is near the mean (Sterbenz), so a mean of 1e4 with variance 1
+//   keeps its digits.
+// Stateless; safe from any thread.
+#ifndef NORMD_KERNELS_CPU_STATS_H_
+#define NORMD_KERNELS_CPU_STATS_H_
+
+#include <cstdint>
+
+namespace normd::kernels::cpu {
+
+template <class F>
+float PairwiseSum(const float* p, int64_t n, F f) {
+  if (n <= 256) {
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      a0 += f(p[i]);
+      a1 += f(p[i + 1]);
+      a2 += f(p[i + 2]);
+      a3 += f(p[i + 3]);
+    }
+    for (; i < n; ++i) a0 += f(p[i]);
+    return (a0 + a1) + (a2 + a3);
+  }
+  const int64_t half = (n / 2 + 3) & ~int64_t{3};
+  return PairwiseSum(p, half, f) + PairwiseSum(p + half, n - half, f);
+}
+
+inline double SumAsDouble(const float* p, int64_t n) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a0 += p[i];
+    a1 += p[i + 1];
+    a2 += p[i + 2];
+    a3 += p[i + 3];
+  }
+  for (; i < n; ++i) a0 += p[i];
+  return (a0 + a1) + (a2 + a3);
+}
+
+struct Moments {
+  double mean = 0;
+  float m2 = 0;  // sum of squared deviations: n * biased variance
+};
+
+inline Moments ComputeMoments(const float* p, int64_t n) {
+  Moments m;
+  m.mean = SumAsDouble(p, n) / static_cast<double>(n);
+  const auto hi = static_cast<float>(m.mean);
+  const auto lo = static_cast<float>(m.mean - hi);
+  m.m2 = PairwiseSum(p, n, [hi, lo](float v) {
+    const float d = (v - hi) - lo;
+    return d * d;
+  });
+  return m;
+}
+
+inline float SumOfSquares(const float* p, int64_t n) {
+  return PairwiseSum(p, n, [](float v) { return v * v; });
+}
+
+// Running (count, mean, M2) merged with Chan's formula, in double: merges are per block,
+// not per element, so the width costs nothing. The mean is kept as sum / count so that
+// blocks of +Inf give an Inf mean (as a plain sum does) rather than Inf - Inf = NaN.
+struct ChanMoments {
+  double count = 0, sum = 0, m2 = 0;
+
+  double mean() const { return sum / count; }
+  void Merge(double n_b, double mean_b, double m2_b) {
+    if (n_b == 0) return;
+    if (count == 0) {
+      count = n_b;
+      sum = mean_b * n_b;
+      m2 = m2_b;
+      return;
+    }
+    const double n = count + n_b;
+    const double delta = mean_b - mean();
+    m2 += m2_b + delta * delta * (count * n_b / n);
+    sum += mean_b * n_b;
+    count = n;
+  }
+};
+
+}  // namespace normd::kernels::cpu
+
+#endif  // NORMD_KERNELS_CPU_STATS_H_

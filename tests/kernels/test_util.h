@@ -1,0 +1,113 @@
+// Helpers for tests that compare a backend with the float64 reference: typed byte
+// buffers, random and adversarial data, and the accuracy rule of SEMANTICS.md.
+// Not thread-safe (tests are single-threaded).
+#ifndef NORMD_TESTS_KERNELS_TEST_UTIL_H_
+#define NORMD_TESTS_KERNELS_TEST_UTIL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "normd/kernels/dtype.h"
+#include "normd/kernels/tensor.h"
+
+namespace normd::testing {
+
+using kernels::DType;
+
+// An owning, typed buffer of elements.
+struct Buffer {
+  DType dtype = DType::kF32;
+  int64_t numel = 0;
+  std::vector<unsigned char> bytes;
+
+  Buffer() = default;
+  Buffer(DType t, int64_t n) : dtype(t), numel(n), bytes(n * kernels::ElementSize(t)) {}
+  static Buffer Of(DType t, const std::vector<float>& values) {
+    Buffer b(t, static_cast<int64_t>(values.size()));
+    for (size_t i = 0; i < values.size(); ++i) b.view_mut().set(i, values[i]);
+    return b;
+  }
+  kernels::ConstTensor view() const { return {dtype, bytes.data(), numel}; }
+  kernels::MutTensor view_mut() { return {dtype, bytes.data(), numel}; }
+  float at(int64_t i) const { return view().at(i); }
+};
+
+inline std::vector<float> RandomValues(std::mt19937_64& rng, int64_t n, float mean = 0,
+                                       float stddev = 1) {
+  std::normal_distribution<float> dist(mean, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Nearest value of type t to the double d (round to nearest even, no double rounding).
+inline float RoundDouble(DType t, double d) {
+  if (t == DType::kF32 || std::isnan(d)) return static_cast<float>(d);
+  const float f = static_cast<float>(d);
+  const float r = kernels::RoundTo(t, f);
+  // Check the representable neighbours of r: rounding via float may have moved a tie.
+  auto bits = [t](float v) {
+    return t == DType::kF16 ? kernels::F16FromF32(v) : kernels::BF16FromF32(v);
+  };
+  auto value = [t](uint16_t b) {
+    return t == DType::kF16 ? kernels::F32FromF16(b) : kernels::F32FromBF16(b);
+  };
+  const uint16_t b = bits(r);
+  float best = r;
+  for (int delta : {-1, 1}) {
+    const float cand = value(static_cast<uint16_t>(b + delta));
+    if (std::isnan(cand) || std::isinf(r)) continue;
+    const double dc = std::fabs(cand - d), db = std::fabs(best - d);
+    if (dc < db || (dc == db && (bits(cand) & 1) == 0)) best = cand;
+  }
+  return best;
+}
+
+// Signed-magnitude bits mapped onto a line, so neighbouring values differ by one.
+inline int64_t OrderedBits(DType t, float v) {
+  const uint16_t b = t == DType::kF16 ? kernels::F16FromF32(v) : kernels::BF16FromF32(v);
+  return (b & 0x8000) ? -static_cast<int64_t>(b & 0x7fff) : static_cast<int64_t>(b);
+}
+
+// SEMANTICS.md: F32 |y - ref| <= 1e-5 (1 + |ref|); F16/BF16 within one ulp of ref rounded.
+inline ::testing::AssertionResult Matches(DType t, float y, double ref) {
+  if (std::isnan(ref) || std::isnan(y)) {
+    if (std::isnan(ref) && std::isnan(y)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "got " << y << ", reference " << ref;
+  }
+  if (t == DType::kF32) {
+    if (std::isinf(ref) ? y == ref : std::fabs(y - ref) <= 1e-5 * (1 + std::fabs(ref))) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "got " << y << ", reference " << ref << ", |diff| " << std::fabs(y - ref);
+  }
+  const float r = RoundDouble(t, ref);
+  if (std::llabs(OrderedBits(t, y) - OrderedBits(t, r)) <= 1) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "got " << y << ", reference " << ref
+                                       << " (rounded " << r << "), more than 1 ulp apart";
+}
+
+// Checks every element; stops at the first few mismatches to keep output readable.
+inline void ExpectAllMatch(const Buffer& got, const std::vector<double>& ref,
+                           const std::string& what) {
+  ASSERT_EQ(got.numel, static_cast<int64_t>(ref.size())) << what;
+  int failures = 0;
+  for (int64_t i = 0; i < got.numel && failures < 5; ++i) {
+    auto r = Matches(got.dtype, got.at(i), ref[i]);
+    if (!r) {
+      ADD_FAILURE() << what << " element " << i << ": " << r.message();
+      ++failures;
+    }
+  }
+}
+
+}  // namespace normd::testing
+
+#endif  // NORMD_TESTS_KERNELS_TEST_UTIL_H_
