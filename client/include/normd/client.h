@@ -1,0 +1,160 @@
+// normd's C++ client: one typed method per op over HostTensor, plus the raw
+// request/response call and a bidirectional stream.
+//
+//   auto client = normd::Client::Create("dns:///normd:50051", {});
+//   normd::RmsNormOptions opt;
+//   opt.weight = w;
+//   absl::StatusOr<normd::NormResult> r = (*client)->RmsNorm(x, opt);
+//   if (r.ok()) use(r->output);
+//
+// Errors are absl::Status with the server's gRPC code and message. Any gRPC target string
+// works ("host:port", "dns:///name:port", "ipv4:127.0.0.1:5001,127.0.0.1:5002"; several
+// addresses are balanced round-robin).
+// Thread safety: a Client is safe for concurrent use from multiple threads; a
+// NormalizeStream is not (one writer and one reader at a time, as gRPC's).
+#ifndef NORMD_CLIENT_CLIENT_H_
+#define NORMD_CLIENT_CLIENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "normd/host_tensor.h"
+#include "normd/v1/normd.grpc.pb.h"
+
+namespace normd {
+
+struct ClientOptions {
+  absl::Duration timeout = absl::Seconds(30);  // deadline of each call
+  int max_message_bytes = 256 << 20;
+};
+
+enum class Backend { kAuto, kCpu, kCuda };
+enum class EpsPlacement { kInsideSqrt, kAddToStd };
+enum class Layout { kChannelsFirst, kChannelsLast };
+
+// Options every op takes.
+struct CommonOptions {
+  Backend backend = Backend::kAuto;
+  std::optional<DType> output_dtype;  // default: the input's dtype
+};
+
+struct ResidualOptions {
+  enum class Placement { kAddThenNorm, kNormThenAdd };
+  HostTensor skip;
+  double alpha = 1.0;
+  Placement placement = Placement::kAddThenNorm;
+  bool return_sum = false;
+};
+
+struct LayerNormOptions : CommonOptions {
+  int normalized_ndim = 1;
+  std::optional<HostTensor> weight, bias;
+  std::optional<double> eps;
+  EpsPlacement eps_placement = EpsPlacement::kInsideSqrt;
+  std::optional<ResidualOptions> residual;
+};
+
+struct RmsNormOptions : CommonOptions {
+  std::optional<HostTensor> weight;
+  std::optional<double> eps;
+  double weight_offset = 0.0;
+  std::optional<double> partial_fraction;
+  EpsPlacement eps_placement = EpsPlacement::kInsideSqrt;
+  bool cast_before_weight = false;
+  std::optional<ResidualOptions> residual;
+};
+
+struct L2NormOptions : CommonOptions {
+  std::optional<double> eps;
+};
+
+struct BatchNormOptions : CommonOptions {
+  std::optional<HostTensor> weight, bias, running_mean, running_var;
+  bool training = false;
+  std::optional<double> momentum, eps;
+  Layout layout = Layout::kChannelsFirst;
+};
+
+struct GroupNormOptions : CommonOptions {
+  int num_groups = 1;
+  std::optional<HostTensor> weight, bias;
+  std::optional<double> eps;
+  Layout layout = Layout::kChannelsFirst;
+};
+
+struct InstanceNormOptions : CommonOptions {
+  std::optional<HostTensor> weight, bias, running_mean, running_var;
+  std::optional<double> eps;
+  bool use_input_stats = true;
+  Layout layout = Layout::kChannelsFirst;
+};
+
+struct QkNormOptions : CommonOptions {
+  enum class Kind { kRms, kLayer, kL2 };
+  Kind kind = Kind::kRms;
+  std::optional<HostTensor> q_weight, k_weight;
+  std::optional<double> eps;
+};
+
+// What an op returned; the optional parts are set when the op produces them.
+struct NormResult {
+  HostTensor output;                    // y (QK-norm: q normalized)
+  std::optional<HostTensor> k_output;   // QK-norm
+  std::optional<HostTensor> residual_sum;
+  std::optional<HostTensor> batch_mean, batch_var, running_mean, running_var;
+  Backend backend = Backend::kCpu;
+  int64_t queue_us = 0, compute_us = 0, total_us = 0;
+};
+
+// A bidirectional NormalizeStream: write requests, read one response per request.
+class NormalizeStream {
+ public:
+  virtual ~NormalizeStream() = default;
+  virtual bool Write(const v1::NormalizeRequest& request) = 0;
+  virtual bool Read(v1::NormalizeResponse* response) = 0;
+  virtual absl::Status Finish() = 0;  // half-closes, drains, returns the call's status
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Create(const std::string& target,
+                                                        const ClientOptions& options);
+
+  absl::StatusOr<NormResult> LayerNorm(const HostTensor& x, const LayerNormOptions& o);
+  absl::StatusOr<NormResult> RmsNorm(const HostTensor& x, const RmsNormOptions& o);
+  absl::StatusOr<NormResult> L2Norm(const HostTensor& x, const L2NormOptions& o);
+  absl::StatusOr<NormResult> BatchNorm(const HostTensor& x, const BatchNormOptions& o);
+  absl::StatusOr<NormResult> GroupNorm(const HostTensor& x, const GroupNormOptions& o);
+  absl::StatusOr<NormResult> InstanceNorm(const HostTensor& x, const InstanceNormOptions& o);
+  absl::StatusOr<NormResult> QkNorm(const HostTensor& q, const HostTensor& k,
+                                    const QkNormOptions& o);
+
+  // The raw call: any request, the response as the server sent it.
+  absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request);
+  std::unique_ptr<NormalizeStream> OpenStream();
+  absl::StatusOr<v1::ServerInfo> GetServerInfo();
+  absl::StatusOr<v1::DeepNormCoefficients> GetDeepNormCoefficients(v1::Architecture arch,
+                                                                   int encoder_layers,
+                                                                   int decoder_layers);
+
+ private:
+  Client(std::unique_ptr<v1::NormService::Stub> stub, ClientOptions options)
+      : stub_(std::move(stub)), options_(options) {}
+  void Prepare(grpc::ClientContext* context) const;
+  absl::StatusOr<NormResult> Call(v1::NormalizeRequest& request);
+
+  std::unique_ptr<v1::NormService::Stub> stub_;
+  ClientOptions options_;
+};
+
+// Conversions between the typed options and the wire messages, used by Client and
+// exposed for tools that build raw requests (normbench).
+void ToWire(const HostTensor& t, v1::Tensor* out);
+HostTensor FromWire(const v1::Tensor& t);
+
+}  // namespace normd
+
+#endif  // NORMD_CLIENT_CLIENT_H_

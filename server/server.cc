@@ -1,0 +1,51 @@
+#include "server/server.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "normd/kernels/cpu_backend.h"
+#include "spdlog/spdlog.h"
+
+namespace normd::server {
+
+absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOptions& options) {
+  if (options.max_message_bytes <= 0 || options.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_message_bytes: expected 1 to ", INT32_MAX, ", got ", options.max_message_bytes));
+  }
+  std::unique_ptr<NormServer> s(new NormServer());
+  std::vector<std::unique_ptr<kernels::Backend>> backends;
+  backends.push_back(std::make_unique<kernels::CpuBackend>());
+  s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), SchedulerOptions{});
+
+  ServiceOptions service_options;
+  service_options.max_message_bytes = options.max_message_bytes;
+  // The largest tensor that fits in a message: 2-byte elements.
+  service_options.limits.max_elements = options.max_message_bytes / 2;
+  s->service_ = std::make_unique<NormServiceImpl>(s->scheduler_.get(), service_options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("listen: could not bind ", options.listen));
+  }
+  spdlog::info("normd listening on {} (port {}), backends: cpu [{}]", options.listen, s->port_,
+               s->scheduler_->backends().front()->device());
+  return s;
+}
+
+void NormServer::Shutdown() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+NormServer::~NormServer() { Shutdown(); }
+
+}  // namespace normd::server

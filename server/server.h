@@ -1,0 +1,42 @@
+// Assembles a running normd: backends, scheduler, NormService, gRPC health and reflection.
+// Used by main and by the integration tests (which listen on port 0).
+//
+// Thread safety: Start() once; Wait()/Shutdown() may be called from any thread.
+#ifndef NORMD_SERVER_SERVER_H_
+#define NORMD_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "server/norm_service.h"
+
+namespace normd::server {
+
+struct ServerOptions {
+  std::string listen = "0.0.0.0:50051";
+  int64_t max_message_bytes = 256 << 20;
+};
+
+class NormServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<NormServer>> Start(const ServerOptions& options);
+  ~NormServer();
+
+  int port() const { return port_; }
+  void Wait() { server_->Wait(); }
+  void Shutdown();
+
+ private:
+  NormServer() = default;
+
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<NormServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace normd::server
+
+#endif  // NORMD_SERVER_SERVER_H_

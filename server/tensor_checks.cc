@@ -1,0 +1,118 @@
+#include "server/tensor_checks.h"
+
+#include <cmath>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace normd::server {
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<kernels::DType> KernelDType(v1::DType dtype, absl::string_view field) {
+  switch (dtype) {
+    case v1::F32: return kernels::DType::kF32;
+    case v1::F16: return kernels::DType::kF16;
+    case v1::BF16: return kernels::DType::kBF16;
+    default: break;
+  }
+  const std::string name = v1::DType_IsValid(dtype) ? v1::DType_Name(dtype) : "unknown";
+  return absl::InvalidArgumentError(absl::StrCat(field, ": expected F32, F16 or BF16, got ",
+                                                 name, " (", static_cast<int>(dtype), ")"));
+}
+
+v1::DType WireDType(kernels::DType dtype) {
+  switch (dtype) {
+    case kernels::DType::kF32: return v1::F32;
+    case kernels::DType::kF16: return v1::F16;
+    case kernels::DType::kBF16: return v1::BF16;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view field,
+                                       const Limits& limits) {
+  TensorInfo info;
+  absl::StatusOr<kernels::DType> dtype = KernelDType(t.dtype(), absl::StrCat(field, ".dtype"));
+  if (!dtype.ok()) return dtype.status();
+  info.dtype = *dtype;
+  const int rank = t.shape_size();
+  if (rank < 1 || rank > limits.max_rank) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".shape: expected rank 1 to ",
+                                                   limits.max_rank, ", got rank ", rank));
+  }
+  info.shape.assign(t.shape().begin(), t.shape().end());
+  int64_t numel = 1;
+  for (int i = 0; i < rank; ++i) {
+    const int64_t d = info.shape[i];
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".shape[", i, "]: expected >= 0, got ", d));
+    }
+    if (__builtin_mul_overflow(numel, d, &numel)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".shape: element count of ", ShapeString(info.shape), " overflows int64"));
+    }
+  }
+  if (numel > limits.max_elements) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".shape: expected at most ",
+                                                   limits.max_elements, " elements, got ",
+                                                   numel, " in ", ShapeString(info.shape)));
+  }
+  const int64_t want_bytes = numel * kernels::ElementSize(info.dtype);
+  if (static_cast<int64_t>(t.data().size()) != want_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".data: expected ", want_bytes, " bytes for ", kernels::DTypeName(info.dtype),
+        " ", ShapeString(info.shape), ", got ", t.data().size()));
+  }
+  info.numel = numel;
+  info.data = t.data().data();
+  return info;
+}
+
+absl::StatusOr<kernels::ConstTensor> CheckParam(const v1::Tensor& t, absl::string_view field,
+                                                absl::Span<const int64_t> shape,
+                                                kernels::DType input_dtype,
+                                                const Limits& limits) {
+  absl::StatusOr<TensorInfo> info = CheckTensor(t, field, limits);
+  if (!info.ok()) return info.status();
+  if (info->dtype != kernels::DType::kF32 && info->dtype != input_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".dtype: expected F32 or ", kernels::DTypeName(input_dtype),
+        " (the input's dtype), got ", kernels::DTypeName(info->dtype)));
+  }
+  if (!absl::c_equal(info->shape, shape)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".shape: expected ",
+                                                   ShapeString(shape), ", got ",
+                                                   ShapeString(info->shape)));
+  }
+  return info->view();
+}
+
+absl::Status CheckFinite(double value, absl::string_view field) {
+  if (std::isfinite(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected a finite value, got ", value));
+}
+
+absl::Status CheckEps(double eps, absl::string_view field) {
+  if (std::isfinite(eps) && eps >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected a finite value >= 0, got ", eps));
+}
+
+kernels::MutTensor AllocateOutput(v1::Tensor* out, kernels::DType dtype,
+                                  absl::Span<const int64_t> shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  out->set_dtype(WireDType(dtype));
+  out->mutable_shape()->Assign(shape.begin(), shape.end());
+  std::string* data = out->mutable_data();
+  data->assign(static_cast<size_t>(numel * kernels::ElementSize(dtype)), '\0');
+  return {dtype, data->data(), numel};
+}
+
+}  // namespace normd::server

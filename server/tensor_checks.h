@@ -1,0 +1,61 @@
+// Validation and conversion of wire tensors (normd.v1.Tensor) into kernel views, with
+// INVALID_ARGUMENT messages that name the field and give the expected and actual values.
+// Stateless functions; safe from any thread.
+#ifndef NORMD_SERVER_TENSOR_CHECKS_H_
+#define NORMD_SERVER_TENSOR_CHECKS_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "normd/kernels/tensor.h"
+#include "normd/v1/normd.pb.h"
+
+namespace normd::server {
+
+struct Limits {
+  int max_rank = 8;
+  int64_t max_elements = int64_t{1} << 31;
+};
+
+// A checked wire tensor: its bytes match its dtype and shape.
+struct TensorInfo {
+  kernels::DType dtype = kernels::DType::kF32;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  const void* data = nullptr;
+
+  kernels::ConstTensor view() const { return {dtype, data, numel}; }
+};
+
+std::string ShapeString(absl::Span<const int64_t> shape);
+
+absl::StatusOr<kernels::DType> KernelDType(v1::DType dtype, absl::string_view field);
+v1::DType WireDType(kernels::DType dtype);
+
+// dtype known, rank in [1, max_rank], dims >= 0, element count without overflow and within
+// limits, and len(data) == numel * element size.
+absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view field,
+                                       const Limits& limits);
+
+// A parameter tensor (weight, bias, running stats): a checked tensor of exactly `shape`,
+// dtype F32 or `input_dtype`.
+absl::StatusOr<kernels::ConstTensor> CheckParam(const v1::Tensor& t, absl::string_view field,
+                                                absl::Span<const int64_t> shape,
+                                                kernels::DType input_dtype,
+                                                const Limits& limits);
+
+// eps must be finite and >= 0.
+absl::Status CheckEps(double eps, absl::string_view field);
+absl::Status CheckFinite(double value, absl::string_view field);
+
+// Shapes `out` as (dtype, shape) with zeroed bytes and returns a view of those bytes.
+kernels::MutTensor AllocateOutput(v1::Tensor* out, kernels::DType dtype,
+                                  absl::Span<const int64_t> shape);
+
+}  // namespace normd::server
+
+#endif  // NORMD_SERVER_TENSOR_CHECKS_H_
