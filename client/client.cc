@@ -134,7 +134,7 @@ absl::StatusOr<v1::DeepNormCoefficients> Client::GetDeepNormCoefficients(v1::Arc
   return out;
 }
 
-absl::StatusOr<NormResult> Client::Call(v1::NormalizeRequest& request) {
+absl::StatusOr<NormResult> Client::Call(const v1::NormalizeRequest& request) {
   absl::StatusOr<v1::NormalizeResponse> r = Normalize(request);
   if (!r.ok()) return r.status();
   NormResult out;
@@ -155,7 +155,7 @@ absl::StatusOr<NormResult> Client::Call(v1::NormalizeRequest& request) {
   return out;
 }
 
-absl::StatusOr<NormResult> Client::LayerNorm(const HostTensor& x, const LayerNormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const LayerNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   ToWire(x, r.mutable_input());
@@ -166,10 +166,10 @@ absl::StatusOr<NormResult> Client::LayerNorm(const HostTensor& x, const LayerNor
   if (o.eps) p->set_eps(*o.eps);
   p->set_eps_placement(WireEps(o.eps_placement));
   if (o.residual) SetResidual(o.residual, p->mutable_residual());
-  return Call(r);
+  return r;
 }
 
-absl::StatusOr<NormResult> Client::RmsNorm(const HostTensor& x, const RmsNormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const RmsNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   ToWire(x, r.mutable_input());
@@ -181,19 +181,19 @@ absl::StatusOr<NormResult> Client::RmsNorm(const HostTensor& x, const RmsNormOpt
   p->set_eps_placement(WireEps(o.eps_placement));
   p->set_cast_before_weight(o.cast_before_weight);
   if (o.residual) SetResidual(o.residual, p->mutable_residual());
-  return Call(r);
+  return r;
 }
 
-absl::StatusOr<NormResult> Client::L2Norm(const HostTensor& x, const L2NormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const L2NormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   ToWire(x, r.mutable_input());
   v1::L2NormParams* p = r.mutable_l2_norm();
   if (o.eps) p->set_eps(*o.eps);
-  return Call(r);
+  return r;
 }
 
-absl::StatusOr<NormResult> Client::BatchNorm(const HostTensor& x, const BatchNormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const BatchNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   ToWire(x, r.mutable_input());
@@ -206,10 +206,10 @@ absl::StatusOr<NormResult> Client::BatchNorm(const HostTensor& x, const BatchNor
   if (o.momentum) p->set_momentum(*o.momentum);
   if (o.eps) p->set_eps(*o.eps);
   p->set_layout(WireLayout(o.layout));
-  return Call(r);
+  return r;
 }
 
-absl::StatusOr<NormResult> Client::GroupNorm(const HostTensor& x, const GroupNormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const GroupNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   ToWire(x, r.mutable_input());
@@ -219,10 +219,10 @@ absl::StatusOr<NormResult> Client::GroupNorm(const HostTensor& x, const GroupNor
   if (o.bias) ToWire(*o.bias, p->mutable_bias());
   if (o.eps) p->set_eps(*o.eps);
   p->set_layout(WireLayout(o.layout));
-  return Call(r);
+  return r;
 }
 
-absl::StatusOr<NormResult> Client::InstanceNorm(const HostTensor& x,
+v1::NormalizeRequest MakeRequest(const HostTensor& x,
                                                 const InstanceNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
@@ -235,10 +235,10 @@ absl::StatusOr<NormResult> Client::InstanceNorm(const HostTensor& x,
   if (o.eps) p->set_eps(*o.eps);
   p->set_no_input_stats(!o.use_input_stats);
   p->set_layout(WireLayout(o.layout));
-  return Call(r);
+  return r;
 }
 
-absl::StatusOr<NormResult> Client::QkNorm(const HostTensor& q, const HostTensor& k,
+v1::NormalizeRequest MakeRequest(const HostTensor& q, const HostTensor& k,
                                           const QkNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
@@ -251,6 +251,41 @@ absl::StatusOr<NormResult> Client::QkNorm(const HostTensor& q, const HostTensor&
   if (o.q_weight) ToWire(*o.q_weight, p->mutable_q_weight());
   if (o.k_weight) ToWire(*o.k_weight, p->mutable_k_weight());
   if (o.eps) p->set_eps(*o.eps);
+  return r;
+}
+
+absl::StatusOr<NormResult> Client::LayerNorm(const HostTensor& x, const LayerNormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(x, o);
+  return Call(r);
+}
+
+absl::StatusOr<NormResult> Client::RmsNorm(const HostTensor& x, const RmsNormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(x, o);
+  return Call(r);
+}
+
+absl::StatusOr<NormResult> Client::L2Norm(const HostTensor& x, const L2NormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(x, o);
+  return Call(r);
+}
+
+absl::StatusOr<NormResult> Client::BatchNorm(const HostTensor& x, const BatchNormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(x, o);
+  return Call(r);
+}
+
+absl::StatusOr<NormResult> Client::GroupNorm(const HostTensor& x, const GroupNormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(x, o);
+  return Call(r);
+}
+
+absl::StatusOr<NormResult> Client::InstanceNorm(const HostTensor& x, const InstanceNormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(x, o);
+  return Call(r);
+}
+
+absl::StatusOr<NormResult> Client::QkNorm(const HostTensor& q, const HostTensor& k, const QkNormOptions& o) {
+  v1::NormalizeRequest r = MakeRequest(q, k, o);
   return Call(r);
 }
 

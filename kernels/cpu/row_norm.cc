@@ -62,13 +62,13 @@ absl::Status CpuBackend::RowNorm(const RowNormArgs& a) {
         break;
       }
       case RowNormKind::kRms: {
-        const double ms = static_cast<double>(cpu::SumOfSquares(row.data(), stat_cols)) /
+        const double ms = cpu::SumOfSquares(row.data(), stat_cols) /
                           static_cast<double>(stat_cols);
         scale = Reciprocal(a.eps_placement, ms, a.eps);
         break;
       }
       case RowNormKind::kL2: {
-        const double norm = std::sqrt(static_cast<double>(cpu::SumOfSquares(row.data(), cols)));
+        const double norm = std::sqrt(cpu::SumOfSquares(row.data(), cols));
         scale = 1.0 / std::max(norm, a.eps);
         break;
       }

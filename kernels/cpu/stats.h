@@ -5,7 +5,11 @@
 //   cancelling the normalized value) carry the error of the mean relative to themselves,
 //   and the F16/BF16 one-ulp rule holds there only if the mean is essentially exact; an
 //   fp32 mean of values ~3000 is off by ~1e-4.
-// - Squared deviations and sums of squares are fp32, pairwise over blocks with four
+// - Sums of squares for RMSNorm and L2Norm are accumulated in double too: with
+//   cast_before_weight the normalized value is rounded to the input dtype before the
+//   weight, and an fp32 sum (~1e-7 relative error) flips that rounding for ~2e-4 of the
+//   elements, an error of a whole F16 ulp that an F32 output shows.
+// - Squared deviations for the variance are fp32, pairwise over blocks with four
 //   independent accumulators: their relative error (~1e-7) only scales the output.
 // - The deviation x - mean is formed as (x - hi) - lo with mean = hi + lo split into two
 //   floats, exact when x is near the mean (Sterbenz), so a mean of 1e4 with variance 1
@@ -66,8 +70,17 @@ inline Moments ComputeMoments(const float* p, int64_t n) {
   return m;
 }
 
-inline float SumOfSquares(const float* p, int64_t n) {
-  return PairwiseSum(p, n, [](float v) { return v * v; });
+inline double SumOfSquares(const float* p, int64_t n) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a0 += static_cast<double>(p[i]) * p[i];
+    a1 += static_cast<double>(p[i + 1]) * p[i + 1];
+    a2 += static_cast<double>(p[i + 2]) * p[i + 2];
+    a3 += static_cast<double>(p[i + 3]) * p[i + 3];
+  }
+  for (; i < n; ++i) a0 += static_cast<double>(p[i]) * p[i];
+  return (a0 + a1) + (a2 + a3);
 }
 
 // Running (count, mean, M2) merged with Chan's formula, in double: merges are per block,

@@ -144,14 +144,23 @@ class Client {
   Client(std::unique_ptr<v1::NormService::Stub> stub, ClientOptions options)
       : stub_(std::move(stub)), options_(options) {}
   void Prepare(grpc::ClientContext* context) const;
-  absl::StatusOr<NormResult> Call(v1::NormalizeRequest& request);
+  absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request);
 
   std::unique_ptr<v1::NormService::Stub> stub_;
   ClientOptions options_;
 };
 
-// Conversions between the typed options and the wire messages, used by Client and
-// exposed for tools that build raw requests (normbench).
+// The request each typed method sends, for callers that batch them on a NormalizeStream
+// or inspect them.
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const LayerNormOptions& o);
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const RmsNormOptions& o);
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const L2NormOptions& o);
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const BatchNormOptions& o);
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const GroupNormOptions& o);
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const InstanceNormOptions& o);
+v1::NormalizeRequest MakeRequest(const HostTensor& q, const HostTensor& k, const QkNormOptions& o);
+
+// Conversions between HostTensor and the wire tensor.
 void ToWire(const HostTensor& t, v1::Tensor* out);
 HostTensor FromWire(const v1::Tensor& t);
 

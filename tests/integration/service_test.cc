@@ -1,0 +1,258 @@
+// normd over real gRPC on loopback: an in-process server on an ephemeral port, every op
+// through the C++ client (unary and streaming), checked against the float64 reference,
+// and the gRPC-level error codes.
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "normd/client.h"
+#include "server/server.h"
+#include "tests/integration/oracle.h"
+
+namespace normd {
+namespace {
+
+using testing::ExpectMatchesOracle;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    auto s = server::NormServer::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+    auto c = Client::Create(absl::StrCat("127.0.0.1:", server_->port()), {});
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = c->release();
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete server_;
+  }
+
+  HostTensor Random(DType t, std::vector<int64_t> shape, float mean = 0, float sd = 1) {
+    std::normal_distribution<float> dist(mean, sd);
+    HostTensor out(t, shape);
+    std::vector<float> v(out.numel());
+    for (auto& x : v) x = dist(rng_);
+    return HostTensor::FromFloats(t, shape, v);
+  }
+  HostTensor Positive(DType t, std::vector<int64_t> shape) {
+    HostTensor r = Random(DType::kF32, shape);
+    std::vector<float> v = r.ToFloats();
+    for (auto& x : v) x = 0.5f + x * x;
+    return HostTensor::FromFloats(t, shape, v);
+  }
+
+  // Sends the typed call and checks it against the oracle on the request it sent.
+  template <class Options, class Call>
+  void Check(const v1::NormalizeRequest& request, Call call, const std::string& what) {
+    absl::StatusOr<NormResult> r = call();
+    ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+    v1::NormalizeResponse as_wire;
+    as_wire.set_id(request.id());
+    ToWire(r->output, as_wire.mutable_output());
+    auto put = [](const std::optional<HostTensor>& t, v1::Tensor* out) {
+      if (t) ToWire(*t, out);
+    };
+    put(r->k_output, as_wire.mutable_k_output());
+    put(r->residual_sum, as_wire.mutable_residual_sum());
+    put(r->batch_mean, as_wire.mutable_batch_mean());
+    put(r->batch_var, as_wire.mutable_batch_var());
+    put(r->running_mean, as_wire.mutable_running_mean());
+    put(r->running_var, as_wire.mutable_running_var());
+    EXPECT_EQ(r->backend, Backend::kCpu);
+    ExpectMatchesOracle(request, as_wire, what);
+  }
+
+  static inline server::NormServer* server_ = nullptr;
+  static inline Client* client_ = nullptr;
+  std::mt19937_64 rng_{99};
+};
+
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+TEST_F(ServiceTest, LayerNormEveryDtypeAndOption) {
+  for (DType t : kDtypes) {
+    LayerNormOptions o;
+    o.weight = Random(DType::kF32, {6, 33}, 1, 0.2f);
+    o.bias = Random(t, {6, 33});
+    o.normalized_ndim = 2;
+    HostTensor x = Random(t, {3, 6, 33}, 2, 3);
+    Check<LayerNormOptions>(MakeRequest(x, o), [&] { return client_->LayerNorm(x, o); },
+                            absl::StrCat("layer_norm k=2 ", DTypeName(t)));
+    LayerNormOptions res;
+    res.eps_placement = EpsPlacement::kAddToStd;
+    res.residual = ResidualOptions{Random(t, {3, 6, 33}), 1.7, ResidualOptions::Placement::kAddThenNorm, true};
+    Check<LayerNormOptions>(MakeRequest(x, res), [&] { return client_->LayerNorm(x, res); },
+                            absl::StrCat("layer_norm residual ", DTypeName(t)));
+  }
+}
+
+TEST_F(ServiceTest, RmsNormEveryDtypeAndOption) {
+  for (DType t : kDtypes) {
+    HostTensor x = Random(t, {5, 4097});
+    RmsNormOptions gemma;
+    gemma.weight = Random(t, {4097}, 0, 0.1f);
+    gemma.weight_offset = 1;
+    gemma.partial_fraction = 0.25;
+    Check<RmsNormOptions>(MakeRequest(x, gemma), [&] { return client_->RmsNorm(x, gemma); },
+                          absl::StrCat("rms_norm gemma partial ", DTypeName(t)));
+    RmsNormOptions hf;
+    hf.weight = Random(t, {4097}, 1, 0.1f);
+    hf.cast_before_weight = true;
+    hf.output_dtype = DType::kF32;
+    hf.residual = ResidualOptions{Random(t, {5, 4097}), 0.5, ResidualOptions::Placement::kNormThenAdd, false};
+    Check<RmsNormOptions>(MakeRequest(x, hf), [&] { return client_->RmsNorm(x, hf); },
+                          absl::StrCat("rms_norm hf norm-then-add ", DTypeName(t)));
+  }
+}
+
+TEST_F(ServiceTest, L2AndQkNorm) {
+  for (DType t : kDtypes) {
+    HostTensor x = Random(t, {7, 64});
+    L2NormOptions l2;
+    Check<L2NormOptions>(MakeRequest(x, l2), [&] { return client_->L2Norm(x, l2); },
+                         absl::StrCat("l2_norm ", DTypeName(t)));
+    for (auto kind : {QkNormOptions::Kind::kRms, QkNormOptions::Kind::kLayer, QkNormOptions::Kind::kL2}) {
+      HostTensor q = Random(t, {4, 8, 128}), k = Random(t, {4, 2, 128});
+      QkNormOptions o;
+      o.kind = kind;
+      if (kind != QkNormOptions::Kind::kL2) {
+        o.q_weight = Random(DType::kF32, {128}, 1, 0.1f);
+        o.k_weight = Random(t, {128}, 1, 0.1f);
+      }
+      Check<QkNormOptions>(MakeRequest(q, k, o), [&] { return client_->QkNorm(q, k, o); },
+                           absl::StrCat("qk_norm ", static_cast<int>(kind), " ", DTypeName(t)));
+    }
+  }
+}
+
+TEST_F(ServiceTest, BatchGroupInstanceNormBothLayouts) {
+  for (DType t : kDtypes) {
+    for (Layout layout : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
+      const std::vector<int64_t> shape = layout == Layout::kChannelsFirst
+                                             ? std::vector<int64_t>{4, 6, 5, 7}
+                                             : std::vector<int64_t>{4, 5, 7, 6};
+      const std::string tag = absl::StrCat(DTypeName(t), layout == Layout::kChannelsFirst ? " NCHW" : " NHWC");
+      HostTensor x = Random(t, shape, 1, 2);
+      BatchNormOptions train;
+      train.training = true;
+      train.layout = layout;
+      train.momentum = 0.2;
+      train.weight = Random(t, {6}, 1, 0.2f);
+      train.bias = Random(t, {6});
+      train.running_mean = Random(DType::kF32, {6});
+      train.running_var = Positive(DType::kF32, {6});
+      Check<BatchNormOptions>(MakeRequest(x, train), [&] { return client_->BatchNorm(x, train); },
+                              "batch_norm train " + tag);
+      BatchNormOptions eval = train;
+      eval.training = false;
+      Check<BatchNormOptions>(MakeRequest(x, eval), [&] { return client_->BatchNorm(x, eval); },
+                              "batch_norm eval " + tag);
+      GroupNormOptions g;
+      g.num_groups = 3;
+      g.layout = layout;
+      g.weight = Random(t, {6}, 1, 0.2f);
+      Check<GroupNormOptions>(MakeRequest(x, g), [&] { return client_->GroupNorm(x, g); },
+                              "group_norm " + tag);
+      InstanceNormOptions in;
+      in.layout = layout;
+      in.bias = Random(DType::kF32, {6});
+      Check<InstanceNormOptions>(MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); },
+                                 "instance_norm " + tag);
+      in.use_input_stats = false;
+      in.running_mean = Random(t, {6});
+      in.running_var = Positive(t, {6});
+      Check<InstanceNormOptions>(MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); },
+                                 "instance_norm running stats " + tag);
+    }
+  }
+}
+
+TEST_F(ServiceTest, SpecExampleOverTheWire) {
+  RmsNormOptions o;
+  o.eps = 0;
+  auto r = client_->RmsNorm(HostTensor::FromFloats(DType::kF32, {4}, {3, -1, 4, -2}), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<float> y = r->output.ToFloats();
+  const float want[] = {1.0954f, -0.3651f, 1.4606f, -0.7303f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], want[i], 5e-5);
+  EXPECT_GE(r->total_us, r->compute_us);
+}
+
+TEST_F(ServiceTest, StreamAnswersEveryIdAndSurvivesABadRequest) {
+  std::vector<v1::NormalizeRequest> requests;
+  HostTensor x = Random(DType::kBF16, {3, 64});
+  RmsNormOptions rms;
+  requests.push_back(MakeRequest(x, rms));
+  LayerNormOptions ln;
+  requests.push_back(MakeRequest(x, ln));
+  GroupNormOptions bad;  // 3 groups do not divide C = 64... on a [3, 64] input C is 64
+  bad.num_groups = 5;
+  requests.push_back(MakeRequest(x, bad));
+  QkNormOptions qk;
+  requests.push_back(MakeRequest(Random(DType::kF16, {2, 4, 16}), Random(DType::kF16, {2, 1, 16}), qk));
+  InstanceNormOptions in;
+  requests.push_back(MakeRequest(Random(DType::kF32, {2, 3, 9}), in));
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].set_id(absl::StrCat("req-", i));
+
+  std::unique_ptr<NormalizeStream> stream = client_->OpenStream();
+  for (const auto& r : requests) ASSERT_TRUE(stream->Write(r));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    v1::NormalizeResponse response;
+    ASSERT_TRUE(stream->Read(&response)) << i;
+    EXPECT_EQ(response.id(), requests[i].id());
+    if (i == 2) {
+      EXPECT_EQ(response.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+      EXPECT_NE(response.error().message().find("group_norm.num_groups"), std::string::npos);
+      EXPECT_FALSE(response.has_output());
+    } else {
+      EXPECT_FALSE(response.has_error()) << response.error().message();
+      ExpectMatchesOracle(requests[i], response, response.id());
+    }
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(ServiceTest, ErrorsMapToTheirGrpcCodes) {
+  v1::NormalizeRequest bad = MakeRequest(Random(DType::kF32, {2, 4}), LayerNormOptions{});
+  bad.mutable_input()->mutable_data()->resize(5);
+  auto r = client_->Normalize(bad);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("input.data: expected 32 bytes"), std::string::npos);
+
+  RmsNormOptions cuda;
+  cuda.backend = Backend::kCuda;
+  auto c = client_->RmsNorm(Random(DType::kF32, {2, 4}), cuda);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto empty = client_->RmsNorm(HostTensor(DType::kF16, {0, 8}), RmsNormOptions{});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->output.shape, (std::vector<int64_t>{0, 8}));
+
+  auto deep = client_->GetDeepNormCoefficients(v1::DECODER, 0, 0);
+  EXPECT_EQ(deep.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServiceLimitsTest, OversizedMessagesGetResourceExhausted) {
+  server::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_message_bytes = 1 << 20;
+  auto s = server::NormServer::Start(options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ClientOptions co;
+  auto c = Client::Create(absl::StrCat("ipv4:127.0.0.1:", (*s)->port()), co);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->RmsNorm(HostTensor(DType::kF32, {512, 1024}), RmsNormOptions{});  // 2 MiB
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  auto ok = (*c)->RmsNorm(HostTensor(DType::kF32, {16, 1024}), RmsNormOptions{});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  auto info = (*c)->GetServerInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->max_message_bytes(), 1 << 20);
+}
+
+}  // namespace
+}  // namespace normd
