@@ -9,3 +9,15 @@ add_executable(integration_test integration/service_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(integration_test PRIVATE normd_server_lib normd_client GTest::gtest_main)
 gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)
+
+# The PyTorch conformance suite and the normctl CLI suite: Debian's /usr/bin/python3 with
+# python3-torch, python3-numpy and python3-grpcio, against the built binaries.
+set(NORMD_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch, numpy and grpcio")
+foreach(suite conformance normctl)
+  add_test(NAME python_${suite}
+    COMMAND ${NORMD_PYTHON} -m unittest -v test_${suite}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/conformance)
+  set_tests_properties(python_${suite} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
+endforeach()
