@@ -11,9 +11,12 @@ namespace {
 
 v1::DType WireDType(DType t) {
   switch (t) {
-    case DType::kF32: return v1::F32;
-    case DType::kF16: return v1::F16;
-    case DType::kBF16: return v1::BF16;
+    case DType::kF32:
+      return v1::F32;
+    case DType::kF16:
+      return v1::F16;
+    case DType::kBF16:
+      return v1::BF16;
   }
   return v1::DTYPE_UNSPECIFIED;
 }
@@ -40,9 +43,8 @@ void SetCommon(const CommonOptions& o, v1::NormalizeRequest* r) {
 void SetResidual(const std::optional<ResidualOptions>& r, v1::Residual* out) {
   ToWire(r->skip, out->mutable_skip());
   out->set_alpha(r->alpha);
-  out->set_placement(r->placement == ResidualOptions::Placement::kAddThenNorm
-                         ? v1::ADD_THEN_NORM
-                         : v1::NORM_THEN_ADD);
+  out->set_placement(r->placement == ResidualOptions::Placement::kAddThenNorm ? v1::ADD_THEN_NORM
+                                                                              : v1::NORM_THEN_ADD);
   out->set_return_sum(r->return_sum);
 }
 
@@ -76,7 +78,9 @@ void ToWire(const HostTensor& t, v1::Tensor* out) {
 
 HostTensor FromWire(const v1::Tensor& t) {
   HostTensor out;
-  out.dtype = t.dtype() == v1::F16 ? DType::kF16 : t.dtype() == v1::BF16 ? DType::kBF16 : DType::kF32;
+  out.dtype = t.dtype() == v1::F16    ? DType::kF16
+              : t.dtype() == v1::BF16 ? DType::kBF16
+                                      : DType::kF32;
   out.shape.assign(t.shape().begin(), t.shape().end());
   out.bytes = t.data();
   return out;
@@ -91,7 +95,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
   // Several resolved addresses (ipv4:a,b or DNS with many records): spread the calls.
   args.SetLoadBalancingPolicyName("round_robin");
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
+  if (channel == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
   return std::unique_ptr<Client>(new Client(v1::NormService::NewStub(channel), options));
 }
 
@@ -130,7 +135,8 @@ absl::StatusOr<v1::DeepNormCoefficients> Client::GetDeepNormCoefficients(v1::Arc
   request.set_encoder_layers(encoder_layers);
   request.set_decoder_layers(decoder_layers);
   v1::DeepNormCoefficients out;
-  if (absl::Status s = FromGrpc(stub_->GetDeepNormCoefficients(&context, request, &out)); !s.ok()) return s;
+  if (absl::Status s = FromGrpc(stub_->GetDeepNormCoefficients(&context, request, &out)); !s.ok())
+    return s;
   return out;
 }
 
@@ -222,8 +228,7 @@ v1::NormalizeRequest MakeRequest(const HostTensor& x, const GroupNormOptions& o)
   return r;
 }
 
-v1::NormalizeRequest MakeRequest(const HostTensor& x,
-                                                const InstanceNormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& x, const InstanceNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   ToWire(x, r.mutable_input());
@@ -238,8 +243,7 @@ v1::NormalizeRequest MakeRequest(const HostTensor& x,
   return r;
 }
 
-v1::NormalizeRequest MakeRequest(const HostTensor& q, const HostTensor& k,
-                                          const QkNormOptions& o) {
+v1::NormalizeRequest MakeRequest(const HostTensor& q, const HostTensor& k, const QkNormOptions& o) {
   v1::NormalizeRequest r;
   SetCommon(o, &r);
   v1::QkNormParams* p = r.mutable_qk_norm();
@@ -284,7 +288,8 @@ absl::StatusOr<NormResult> Client::InstanceNorm(const HostTensor& x, const Insta
   return Call(r);
 }
 
-absl::StatusOr<NormResult> Client::QkNorm(const HostTensor& q, const HostTensor& k, const QkNormOptions& o) {
+absl::StatusOr<NormResult> Client::QkNorm(const HostTensor& q, const HostTensor& k,
+                                          const QkNormOptions& o) {
   v1::NormalizeRequest r = MakeRequest(q, k, o);
   return Call(r);
 }

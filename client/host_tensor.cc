@@ -6,8 +6,7 @@ HostTensor::HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::m
   bytes.assign(static_cast<size_t>(numel() * kernels::ElementSize(t)), '\0');
 }
 
-HostTensor HostTensor::FromFloats(DType t, std::vector<int64_t> s,
-                                  absl::Span<const float> values) {
+HostTensor HostTensor::FromFloats(DType t, std::vector<int64_t> s, absl::Span<const float> values) {
   HostTensor out(t, std::move(s));
   const int64_t n = std::min<int64_t>(out.numel(), static_cast<int64_t>(values.size()));
   for (int64_t i = 0; i < n; ++i) kernels::StoreElement(t, out.bytes.data(), i, values[i]);

@@ -39,14 +39,16 @@ absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
   for (absl::string_view d : absl::StrSplit(f.GetString("shape", "1x4096"), 'x')) {
     int64_t v;
     if (!absl::SimpleAtoi(d, &v) || v < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--shape: expected e.g. 1x4096, got '", f.GetString("shape"), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shape: expected e.g. 1x4096, got '", f.GetString("shape"), "'"));
     }
     shape.push_back(v);
   }
   const std::string dt = f.GetString("dtype", "f32");
   DType dtype = dt == "f16" ? DType::kF16 : dt == "bf16" ? DType::kBF16 : DType::kF32;
   if (dt != "f32" && dt != "f16" && dt != "bf16") {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype: expected f32, f16 or bf16, got '", dt, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: expected f32, f16 or bf16, got '", dt, "'"));
   }
   HostTensor x(dtype, shape);
   std::mt19937 rng(1);
@@ -62,7 +64,8 @@ absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
   } else if (op == "l2-norm") {
     r.mutable_l2_norm();
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--op: expected rms-norm, layer-norm or l2-norm, got '", op, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--op: expected rms-norm, layer-norm or l2-norm, got '", op, "'"));
   }
   return r;
 }
@@ -91,8 +94,10 @@ void StreamWorker(Client* client, const v1::NormalizeRequest& request, absl::Tim
       Record(s, stream->Finish().code(), start);
       return;
     }
-    Record(s, response.has_error() ? static_cast<absl::StatusCode>(response.error().code())
-                                   : absl::StatusCode::kOk, start);
+    Record(s,
+           response.has_error() ? static_cast<absl::StatusCode>(response.error().code())
+                                : absl::StatusCode::kOk,
+           start);
   }
   stream->Finish().IgnoreError();
 }
@@ -143,12 +148,14 @@ int Run(const CliFlags& f) {
   std::vector<std::string> codes;
   for (const auto& [code, n] : all.codes) codes.push_back(absl::StrCat("\"", code, "\": ", n));
   const std::string json = absl::StrCat(
-      "{\"op\": \"", f.GetString("op", "rms-norm"), "\", \"shape\": \"", f.GetString("shape", "1x4096"),
-      "\", \"dtype\": \"", f.GetString("dtype", "f32"), "\", \"concurrency\": ", *concurrency,
-      ", \"stream\": ", stream ? "true" : "false", ", \"duration_s\": ", elapsed,
-      ", \"requests_ok\": ", all.ok, ", \"requests_failed\": ", all.failed,
-      ", \"throughput_rps\": ", rps, ", \"latency_us\": {\"p50\": ", Percentile(all.latencies_us, 0.5),
-      ", \"p90\": ", Percentile(all.latencies_us, 0.9), ", \"p99\": ", Percentile(all.latencies_us, 0.99),
+      "{\"op\": \"", f.GetString("op", "rms-norm"), "\", \"shape\": \"",
+      f.GetString("shape", "1x4096"), "\", \"dtype\": \"", f.GetString("dtype", "f32"),
+      "\", \"concurrency\": ", *concurrency, ", \"stream\": ", stream ? "true" : "false",
+      ", \"duration_s\": ", elapsed, ", \"requests_ok\": ", all.ok,
+      ", \"requests_failed\": ", all.failed, ", \"throughput_rps\": ", rps,
+      ", \"latency_us\": {\"p50\": ", Percentile(all.latencies_us, 0.5),
+      ", \"p90\": ", Percentile(all.latencies_us, 0.9),
+      ", \"p99\": ", Percentile(all.latencies_us, 0.99),
       ", \"max\": ", all.latencies_us.empty() ? 0 : all.latencies_us.back(),
       "}, \"status_codes\": {", absl::StrJoin(codes, ", "), "}}");
   std::printf("%s\n", json.c_str());
@@ -162,9 +169,15 @@ int Run(const CliFlags& f) {
 }  // namespace normd
 
 int main(int argc, char** argv) {
-  normd::CliFlags flags({{"target", false}, {"op", false}, {"shape", false}, {"dtype", false},
-                         {"concurrency", false}, {"duration", false}, {"stream", true},
-                         {"json", false}, {"help", true}});
+  normd::CliFlags flags({{"target", false},
+                         {"op", false},
+                         {"shape", false},
+                         {"dtype", false},
+                         {"concurrency", false},
+                         {"duration", false},
+                         {"stream", true},
+                         {"json", false},
+                         {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
     if (!s.ok()) std::fprintf(stderr, "normbench: %s\n", std::string(s.message()).c_str());
     std::fputs(normd::kUsage, stderr);

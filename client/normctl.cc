@@ -12,7 +12,8 @@
 namespace normd {
 namespace {
 
-constexpr char kUsage[] = R"(usage: normctl [--target HOST:PORT] [--backend auto|cpu|cuda] [--timeout-ms N] OP [flags]
+constexpr char kUsage[] =
+    R"(usage: normctl [--target HOST:PORT] [--backend auto|cpu|cuda] [--timeout-ms N] OP [flags]
 OP: layer-norm rms-norm l2-norm batch-norm group-norm instance-norm qk-norm info deepnorm
 tensors (.npy): --input --output --weight --bias --running-mean --running-var --skip --sum-out
                 --q --k --q-weight --k-weight --q-out --k-out --stats-out PREFIX
@@ -24,21 +25,47 @@ parameters:     --eps --normalized-ndim --eps-placement inside|outside --weight-
 deepnorm:       --arch encoder|decoder|encoder-decoder --encoder-layers N --decoder-layers M
 )";
 
-const std::map<std::string, bool> kFlags = {
-    {"target", false}, {"backend", false}, {"timeout-ms", false}, {"input", false},
-    {"output", false}, {"weight", false}, {"bias", false}, {"running-mean", false},
-    {"running-var", false}, {"skip", false}, {"sum-out", false}, {"q", false}, {"k", false},
-    {"q-weight", false}, {"k-weight", false}, {"q-out", false}, {"k-out", false},
-    {"stats-out", false}, {"eps", false}, {"normalized-ndim", false},
-    {"eps-placement", false}, {"weight-offset", false}, {"partial-fraction", false},
-    {"cast-before-weight", true}, {"training", true}, {"momentum", false}, {"layout", false},
-    {"groups", false}, {"alpha", false}, {"placement", false}, {"kind", false},
-    {"no-input-stats", true}, {"dtype", false}, {"arch", false}, {"encoder-layers", false},
-    {"decoder-layers", false}, {"help", true}};
+const std::map<std::string, bool> kFlags = {{"target", false},
+                                            {"backend", false},
+                                            {"timeout-ms", false},
+                                            {"input", false},
+                                            {"output", false},
+                                            {"weight", false},
+                                            {"bias", false},
+                                            {"running-mean", false},
+                                            {"running-var", false},
+                                            {"skip", false},
+                                            {"sum-out", false},
+                                            {"q", false},
+                                            {"k", false},
+                                            {"q-weight", false},
+                                            {"k-weight", false},
+                                            {"q-out", false},
+                                            {"k-out", false},
+                                            {"stats-out", false},
+                                            {"eps", false},
+                                            {"normalized-ndim", false},
+                                            {"eps-placement", false},
+                                            {"weight-offset", false},
+                                            {"partial-fraction", false},
+                                            {"cast-before-weight", true},
+                                            {"training", true},
+                                            {"momentum", false},
+                                            {"layout", false},
+                                            {"groups", false},
+                                            {"alpha", false},
+                                            {"placement", false},
+                                            {"kind", false},
+                                            {"no-input-stats", true},
+                                            {"dtype", false},
+                                            {"arch", false},
+                                            {"encoder-layers", false},
+                                            {"decoder-layers", false},
+                                            {"help", true}};
 
 // Thrown-free error plumbing: every step returns a Status, main prints it once.
-#define NORMCTL_ASSIGN(lhs, expr)            \
-  auto lhs##_or = (expr);                    \
+#define NORMCTL_ASSIGN(lhs, expr)               \
+  auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = std::move(*lhs##_or)
 #define NORMCTL_RETURN_IF_ERROR(expr) \
@@ -57,7 +84,8 @@ class Ctl {
     if (*v == "f32") return std::optional<DType>(DType::kF32);
     if (*v == "f16") return std::optional<DType>(DType::kF16);
     if (*v == "bf16") return std::optional<DType>(DType::kBF16);
-    return absl::InvalidArgumentError(absl::StrCat("--dtype: expected f32, f16 or bf16, got '", *v, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: expected f32, f16 or bf16, got '", *v, "'"));
   }
   // An input tensor (x, skip, q, k): converted to --dtype when given.
   absl::StatusOr<std::optional<HostTensor>> Data(const std::string& flag) const {
@@ -88,13 +116,15 @@ class Ctl {
     const std::string v = f_.GetString("eps-placement", "inside");
     if (v == "inside") return EpsPlacement::kInsideSqrt;
     if (v == "outside") return EpsPlacement::kAddToStd;
-    return absl::InvalidArgumentError(absl::StrCat("--eps-placement: expected inside or outside, got '", v, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eps-placement: expected inside or outside, got '", v, "'"));
   }
   absl::StatusOr<Layout> GetLayout() const {
     const std::string v = f_.GetString("layout", "channels-first");
     if (v == "channels-first") return Layout::kChannelsFirst;
     if (v == "channels-last") return Layout::kChannelsLast;
-    return absl::InvalidArgumentError(absl::StrCat("--layout: expected channels-first or channels-last, got '", v, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layout: expected channels-first or channels-last, got '", v, "'"));
   }
   absl::StatusOr<std::optional<ResidualOptions>> Residual() const {
     NORMCTL_ASSIGN(skip, Data("skip"));
@@ -109,17 +139,23 @@ class Ctl {
     } else if (p == "norm-then-add") {
       r.placement = ResidualOptions::Placement::kNormThenAdd;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("--placement: expected add-then-norm or norm-then-add, got '", p, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--placement: expected add-then-norm or norm-then-add, got '", p, "'"));
     }
     r.return_sum = f_.Has("sum-out");
     return std::optional<ResidualOptions>(std::move(r));
   }
   absl::Status Common(CommonOptions* o) const {
     const std::string b = f_.GetString("backend", "auto");
-    if (b == "auto") o->backend = Backend::kAuto;
-    else if (b == "cpu") o->backend = Backend::kCpu;
-    else if (b == "cuda") o->backend = Backend::kCuda;
-    else return absl::InvalidArgumentError(absl::StrCat("--backend: expected auto, cpu or cuda, got '", b, "'"));
+    if (b == "auto")
+      o->backend = Backend::kAuto;
+    else if (b == "cpu")
+      o->backend = Backend::kCpu;
+    else if (b == "cuda")
+      o->backend = Backend::kCuda;
+    else
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend: expected auto, cpu or cuda, got '", b, "'"));
     return absl::OkStatus();
   }
   absl::Status Write(const std::string& flag, const std::optional<HostTensor>& t) const {
@@ -131,8 +167,10 @@ class Ctl {
     NORMCTL_RETURN_IF_ERROR(Write("output", r.output));
     NORMCTL_RETURN_IF_ERROR(Write("sum-out", r.residual_sum));
     if (const auto prefix = f_.Find("stats-out")) {
-      for (const auto& [suffix, t] : {std::pair{".mean.npy", &r.batch_mean}, {".var.npy", &r.batch_var},
-                                      {".running_mean.npy", &r.running_mean}, {".running_var.npy", &r.running_var}}) {
+      for (const auto& [suffix, t] : {std::pair{".mean.npy", &r.batch_mean},
+                                      {".var.npy", &r.batch_var},
+                                      {".running_mean.npy", &r.running_mean},
+                                      {".running_var.npy", &r.running_var}}) {
         if (*t) NORMCTL_RETURN_IF_ERROR(WriteNpy(*prefix + suffix, **t));
       }
     }
@@ -163,17 +201,24 @@ absl::Status Ctl::Run(const std::string& op) {
   }
   if (op == "deepnorm") {
     const std::string arch = f_.GetString("arch", "");
-    const v1::Architecture a = arch == "encoder" ? v1::ENCODER : arch == "decoder" ? v1::DECODER
+    const v1::Architecture a = arch == "encoder"           ? v1::ENCODER
+                               : arch == "decoder"         ? v1::DECODER
                                : arch == "encoder-decoder" ? v1::ENCODER_DECODER
                                                            : v1::ARCHITECTURE_UNSPECIFIED;
     if (a == v1::ARCHITECTURE_UNSPECIFIED) {
-      return absl::InvalidArgumentError(absl::StrCat("--arch: expected encoder, decoder or encoder-decoder, got '", arch, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--arch: expected encoder, decoder or encoder-decoder, got '", arch, "'"));
     }
     NORMCTL_ASSIGN(n, f_.GetInt("encoder-layers", 0));
     NORMCTL_ASSIGN(m, f_.GetInt("decoder-layers", 0));
-    NORMCTL_ASSIGN(c, client_->GetDeepNormCoefficients(a, static_cast<int>(n), static_cast<int>(m)));
-    if (c.has_encoder_alpha()) std::printf("encoder alpha = %.9g\nencoder beta = %.9g\n", c.encoder_alpha(), c.encoder_beta());
-    if (c.has_decoder_alpha()) std::printf("decoder alpha = %.9g\ndecoder beta = %.9g\n", c.decoder_alpha(), c.decoder_beta());
+    NORMCTL_ASSIGN(c,
+                   client_->GetDeepNormCoefficients(a, static_cast<int>(n), static_cast<int>(m)));
+    if (c.has_encoder_alpha())
+      std::printf("encoder alpha = %.9g\nencoder beta = %.9g\n", c.encoder_alpha(),
+                  c.encoder_beta());
+    if (c.has_decoder_alpha())
+      std::printf("decoder alpha = %.9g\ndecoder beta = %.9g\n", c.decoder_alpha(),
+                  c.decoder_beta());
     return absl::OkStatus();
   }
   NORMCTL_ASSIGN(eps, Eps());
@@ -272,10 +317,15 @@ absl::Status Ctl::Run(const std::string& op) {
     NORMCTL_ASSIGN(qw, Param("q-weight"));
     NORMCTL_ASSIGN(kw, Param("k-weight"));
     const std::string kind = f_.GetString("kind", "rms");
-    if (kind == "rms") o.kind = QkNormOptions::Kind::kRms;
-    else if (kind == "layer") o.kind = QkNormOptions::Kind::kLayer;
-    else if (kind == "l2") o.kind = QkNormOptions::Kind::kL2;
-    else return absl::InvalidArgumentError(absl::StrCat("--kind: expected rms, layer or l2, got '", kind, "'"));
+    if (kind == "rms")
+      o.kind = QkNormOptions::Kind::kRms;
+    else if (kind == "layer")
+      o.kind = QkNormOptions::Kind::kLayer;
+    else if (kind == "l2")
+      o.kind = QkNormOptions::Kind::kL2;
+    else
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kind: expected rms, layer or l2, got '", kind, "'"));
     o.q_weight = qw;
     o.k_weight = kw;
     o.eps = eps;

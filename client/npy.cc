@@ -19,7 +19,8 @@ constexpr char kMagic[] = "\x93NUMPY";
 absl::StatusOr<std::string> DictValue(const std::string& header, const std::string& key,
                                       const std::string& what) {
   const size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos) return absl::InvalidArgumentError(absl::StrCat(what, ": .npy header has no '", key, "'"));
+  if (k == std::string::npos)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": .npy header has no '", key, "'"));
   size_t p = header.find(':', k) + 1;
   while (p < header.size() && header[p] == ' ') ++p;
   size_t end = p;
@@ -45,13 +46,15 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
     header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
     offset = 10;
   } else {
-    if (bytes.size() < 12) return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
+    if (bytes.size() < 12)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
     uint32_t len;
     std::memcpy(&len, bytes.data() + 8, 4);
     header_len = len;
     offset = 12;
   }
-  if (bytes.size() < offset + header_len) return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
+  if (bytes.size() < offset + header_len)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
   const std::string header = bytes.substr(offset, header_len);
   absl::StatusOr<std::string> descr = DictValue(header, "descr", what);
   absl::StatusOr<std::string> fortran = DictValue(header, "fortran_order", what);
@@ -59,7 +62,9 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
   for (const auto* s : {&descr, &fortran, &shape_text}) {
     if (!s->ok()) return s->status();
   }
-  if (*fortran != "False") return absl::InvalidArgumentError(absl::StrCat(what, ": Fortran-order arrays are not supported"));
+  if (*fortran != "False")
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": Fortran-order arrays are not supported"));
   HostTensor t;
   std::string inner(absl::StripSuffix(absl::StripPrefix(*shape_text, "("), ")"));
   for (absl::string_view part : absl::StrSplit(inner, ',', absl::SkipWhitespace())) {
@@ -75,14 +80,17 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
   if (*descr == "'<f4'" || *descr == "'<f2'") {
     t.dtype = *descr == "'<f4'" ? DType::kF32 : DType::kF16;
     if (static_cast<int64_t>(data.size()) != n * kernels::ElementSize(t.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", n * kernels::ElementSize(t.dtype), " data bytes, got ", data.size()));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ",
+                                                     n * kernels::ElementSize(t.dtype),
+                                                     " data bytes, got ", data.size()));
     }
     t.bytes = data;
     return t;
   }
   if (*descr == "'<f8'") {
     if (static_cast<int64_t>(data.size()) != n * 8) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", n * 8, " data bytes, got ", data.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": expected ", n * 8, " data bytes, got ", data.size()));
     }
     std::vector<float> values(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -92,7 +100,8 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
     }
     return HostTensor::FromFloats(DType::kF32, t.shape, values);
   }
-  return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ", *descr, " not supported (expected <f2, <f4 or <f8)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": dtype ", *descr, " not supported (expected <f2, <f4 or <f8)"));
 }
 
 std::string SerializeNpy(const HostTensor& t) {

@@ -19,7 +19,8 @@ absl::Status CliFlags::Parse(int argc, char** argv) {
       name = name.substr(0, eq);
     }
     const auto it = known_.find(name);
-    if (it == known_.end()) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    if (it == known_.end())
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     if (it->second) {
       if (value && *value != "true" && *value != "1") {
         if (*value == "false" || *value == "0") continue;
@@ -29,7 +30,8 @@ absl::Status CliFlags::Parse(int argc, char** argv) {
       continue;
     }
     if (!value) {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      if (i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       value = argv[++i];
     }
     values_[name] = *value;
@@ -53,7 +55,8 @@ absl::StatusOr<int64_t> CliFlags::GetInt(const std::string& name, int64_t fallba
   if (!v) return fallback;
   int64_t out;
   if (!absl::SimpleAtoi(*v, &out)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected an integer, got '", *v, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected an integer, got '", *v, "'"));
   }
   return out;
 }
@@ -63,7 +66,8 @@ absl::StatusOr<std::optional<double>> CliFlags::FindDouble(const std::string& na
   if (!v) return std::optional<double>();
   double out;
   if (!absl::SimpleAtod(*v, &out)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a number, got '", *v, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected a number, got '", *v, "'"));
   }
   return std::optional<double>(out);
 }

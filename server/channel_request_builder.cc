@@ -17,24 +17,30 @@ absl::StatusOr<ChannelShape> ResolveChannels(const TensorInfo& x, v1::Layout lay
                                              absl::string_view op) {
   ChannelShape cs;
   switch (layout) {
-    case v1::CHANNELS_FIRST: cs.layout = Layout::kChannelsFirst; break;
-    case v1::CHANNELS_LAST: cs.layout = Layout::kChannelsLast; break;
+    case v1::CHANNELS_FIRST:
+      cs.layout = Layout::kChannelsFirst;
+      break;
+    case v1::CHANNELS_LAST:
+      cs.layout = Layout::kChannelsLast;
+      break;
     default:
       return absl::UnimplementedError(absl::StrCat(
           op, ".layout: expected CHANNELS_FIRST or CHANNELS_LAST, got ", static_cast<int>(layout)));
   }
   const size_t rank = x.shape.size();
   if (rank < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input.shape: expected rank >= 2 ([N, C, *] or [N, *, C]) for ", op, ", got ",
-        ShapeString(x.shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input.shape: expected rank >= 2 ([N, C, *] or [N, *, C]) for ", op, ", got ",
+                     ShapeString(x.shape)));
   }
   cs.n = x.shape[0];
   const size_t c_axis = cs.layout == Layout::kChannelsFirst ? 1 : rank - 1;
   cs.c = x.shape[c_axis];
+  std::vector<int64_t> spatial;
   for (size_t i = 1; i < rank; ++i) {
-    if (i != c_axis) cs.s *= x.shape[i];
+    if (i != c_axis) spatial.push_back(x.shape[i]);
   }
+  cs.s = SaturatingProduct(spatial);
   return cs;
 }
 
@@ -51,23 +57,23 @@ absl::Status OptionalParam(bool present, const v1::Tensor& t, absl::string_view 
 
 // running_mean and running_var: both or neither; `required` demands both.
 absl::Status RunningStats(const v1::Tensor* mean, const v1::Tensor* var, bool has_mean,
-                          bool has_var, bool required, absl::string_view op,
-                          absl::string_view why, const TensorInfo& x, int64_t c,
-                          const Limits& limits, kernels::BatchNormArgs* a) {
+                          bool has_var, bool required, absl::string_view op, absl::string_view why,
+                          const TensorInfo& x, int64_t c, const Limits& limits,
+                          kernels::BatchNormArgs* a) {
   if (required || has_mean || has_var) {
-    for (const auto& [has, name] : {std::pair{has_mean, "running_mean"}, std::pair{has_var, "running_var"}}) {
+    for (const auto& [has, name] :
+         {std::pair{has_mean, "running_mean"}, std::pair{has_var, "running_var"}}) {
       if (!has) {
-        return absl::InvalidArgumentError(absl::StrCat(op, ".", name, ": required ", why,
-                                                       ", got no tensor"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, ".", name, ": required ", why, ", got no tensor"));
       }
     }
   }
   if (!has_mean) return absl::OkStatus();
-  absl::Status s = OptionalParam(true, *mean, absl::StrCat(op, ".running_mean"), x, c, limits,
-                                 &a->running_mean);
+  absl::Status s =
+      OptionalParam(true, *mean, absl::StrCat(op, ".running_mean"), x, c, limits, &a->running_mean);
   if (!s.ok()) return s;
-  return OptionalParam(true, *var, absl::StrCat(op, ".running_var"), x, c, limits,
-                       &a->running_var);
+  return OptionalParam(true, *var, absl::StrCat(op, ".running_var"), x, c, limits, &a->running_var);
 }
 
 }  // namespace
@@ -85,17 +91,23 @@ absl::Status BuildBatchNorm(const BuildContext& ctx, Job* job) {
   a.layout = cs->layout;
   a.x = x->view();
   a.training = p.training();
-  if (a.training && a.n * a.s <= 1) {
+  if (a.training && SaturatingProduct({a.n, a.s}) <= 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input.shape: Expected more than 1 value per channel when training, got input size ",
         ShapeString(x->shape)));
   }
-  if (absl::Status s = OptionalParam(p.has_weight(), p.weight(), "batch_norm.weight", *x, a.c, ctx.limits, &a.weight); !s.ok()) return s;
-  if (absl::Status s = OptionalParam(p.has_bias(), p.bias(), "batch_norm.bias", *x, a.c, ctx.limits, &a.bias); !s.ok()) return s;
-  absl::Status s = RunningStats(&p.running_mean(), &p.running_var(), p.has_running_mean(),
-                                p.has_running_var(), !a.training, "batch_norm",
-                                a.training ? "with the other running stat" : "when training = false",
-                                *x, a.c, ctx.limits, &a);
+  if (absl::Status s = OptionalParam(p.has_weight(), p.weight(), "batch_norm.weight", *x, a.c,
+                                     ctx.limits, &a.weight);
+      !s.ok())
+    return s;
+  if (absl::Status s =
+          OptionalParam(p.has_bias(), p.bias(), "batch_norm.bias", *x, a.c, ctx.limits, &a.bias);
+      !s.ok())
+    return s;
+  absl::Status s = RunningStats(
+      &p.running_mean(), &p.running_var(), p.has_running_mean(), p.has_running_var(), !a.training,
+      "batch_norm", a.training ? "with the other running stat" : "when training = false", *x, a.c,
+      ctx.limits, &a);
   if (!s.ok()) return s;
   a.momentum = p.has_momentum() ? p.momentum() : kernels::kDefaultBatchNormMomentum;
   if (s = CheckFinite(a.momentum, "batch_norm.momentum"); !s.ok()) return s;
@@ -137,11 +149,18 @@ absl::Status BuildGroupNorm(const BuildContext& ctx, Job* job) {
         ShapeString(x->shape), " and num_groups=", p.num_groups()));
   }
   a.x = x->view();
-  if (absl::Status s = OptionalParam(p.has_weight(), p.weight(), "group_norm.weight", *x, a.c, ctx.limits, &a.weight); !s.ok()) return s;
-  if (absl::Status s = OptionalParam(p.has_bias(), p.bias(), "group_norm.bias", *x, a.c, ctx.limits, &a.bias); !s.ok()) return s;
+  if (absl::Status s = OptionalParam(p.has_weight(), p.weight(), "group_norm.weight", *x, a.c,
+                                     ctx.limits, &a.weight);
+      !s.ok())
+    return s;
+  if (absl::Status s =
+          OptionalParam(p.has_bias(), p.bias(), "group_norm.bias", *x, a.c, ctx.limits, &a.bias);
+      !s.ok())
+    return s;
   a.eps = p.has_eps() ? p.eps() : kernels::kDefaultBatchNormEps;
   if (absl::Status s = CheckEps(a.eps, "group_norm.eps"); !s.ok()) return s;
-  a.y = AllocateOutput(ctx.response->mutable_output(), ctx.output_dtype.value_or(x->dtype), x->shape);
+  a.y =
+      AllocateOutput(ctx.response->mutable_output(), ctx.output_dtype.value_or(x->dtype), x->shape);
   job->family = Job::Family::kGroupNorm;
   job->input_bytes = x->numel * kernels::ElementSize(x->dtype);
   job->empty = x->numel == 0;
@@ -164,8 +183,14 @@ absl::Status BuildInstanceNorm(const BuildContext& ctx, Job* job) {
   job->input_bytes = x->numel * kernels::ElementSize(x->dtype);
   job->empty = x->numel == 0;
   kernels::ConstTensor weight, bias;
-  if (absl::Status s = OptionalParam(p.has_weight(), p.weight(), "instance_norm.weight", *x, cs->c, ctx.limits, &weight); !s.ok()) return s;
-  if (absl::Status s = OptionalParam(p.has_bias(), p.bias(), "instance_norm.bias", *x, cs->c, ctx.limits, &bias); !s.ok()) return s;
+  if (absl::Status s = OptionalParam(p.has_weight(), p.weight(), "instance_norm.weight", *x, cs->c,
+                                     ctx.limits, &weight);
+      !s.ok())
+    return s;
+  if (absl::Status s =
+          OptionalParam(p.has_bias(), p.bias(), "instance_norm.bias", *x, cs->c, ctx.limits, &bias);
+      !s.ok())
+    return s;
   const double eps = p.has_eps() ? p.eps() : kernels::kDefaultBatchNormEps;
   if (absl::Status s = CheckEps(eps, "instance_norm.eps"); !s.ok()) return s;
   if (use_input_stats) {
@@ -195,9 +220,9 @@ absl::Status BuildInstanceNorm(const BuildContext& ctx, Job* job) {
   a.bias = bias;
   a.eps = eps;
   a.training = false;
-  absl::Status s = RunningStats(&p.running_mean(), &p.running_var(), p.has_running_mean(),
-                                p.has_running_var(), true, "instance_norm",
-                                "with no_input_stats", *x, cs->c, ctx.limits, &a);
+  absl::Status s =
+      RunningStats(&p.running_mean(), &p.running_var(), p.has_running_mean(), p.has_running_var(),
+                   true, "instance_norm", "with no_input_stats", *x, cs->c, ctx.limits, &a);
   if (!s.ok()) return s;
   a.y = AllocateOutput(ctx.response->mutable_output(), out_dtype, x->shape);
   job->family = Job::Family::kBatchNorm;

@@ -18,8 +18,8 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
-  normd::CliFlags flags({{"listen", false}, {"max-message-bytes", false},
-                         {"log-level", false}, {"help", true}});
+  normd::CliFlags flags(
+      {{"listen", false}, {"max-message-bytes", false}, {"log-level", false}, {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
     if (!s.ok()) std::fprintf(stderr, "normd: %s\n", std::string(s.message()).c_str());
     std::fputs(kUsage, stderr);

@@ -96,13 +96,19 @@ grpc::Status NormServiceImpl::GetDeepNormCoefficients(grpc::ServerContext*,
                                                       v1::DeepNormCoefficients* response) {
   kernels::Architecture arch;
   switch (request->architecture()) {
-    case v1::ENCODER: arch = kernels::Architecture::kEncoder; break;
-    case v1::DECODER: arch = kernels::Architecture::kDecoder; break;
-    case v1::ENCODER_DECODER: arch = kernels::Architecture::kEncoderDecoder; break;
+    case v1::ENCODER:
+      arch = kernels::Architecture::kEncoder;
+      break;
+    case v1::DECODER:
+      arch = kernels::Architecture::kDecoder;
+      break;
+    case v1::ENCODER_DECODER:
+      arch = kernels::Architecture::kEncoderDecoder;
+      break;
     default:
-      return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-          "architecture: expected ENCODER, DECODER or ENCODER_DECODER, got ",
-          static_cast<int>(request->architecture()))));
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("architecture: expected ENCODER, DECODER or ENCODER_DECODER, got ",
+                       static_cast<int>(request->architecture()))));
   }
   absl::StatusOr<kernels::DeepNormCoefficients> c =
       kernels::ComputeDeepNorm(arch, request->encoder_layers(), request->decoder_layers());

@@ -8,13 +8,19 @@ absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& 
                              v1::NormalizeResponse* response) {
   Job job;
   switch (request.backend()) {
-    case v1::BACKEND_AUTO: job.preference = BackendPreference::kAuto; break;
-    case v1::BACKEND_CPU: job.preference = BackendPreference::kCpu; break;
-    case v1::BACKEND_CUDA: job.preference = BackendPreference::kCuda; break;
+    case v1::BACKEND_AUTO:
+      job.preference = BackendPreference::kAuto;
+      break;
+    case v1::BACKEND_CPU:
+      job.preference = BackendPreference::kCpu;
+      break;
+    case v1::BACKEND_CUDA:
+      job.preference = BackendPreference::kCuda;
+      break;
     default:
-      return absl::UnimplementedError(absl::StrCat(
-          "backend: expected BACKEND_AUTO, BACKEND_CPU or BACKEND_CUDA, got ",
-          static_cast<int>(request.backend())));
+      return absl::UnimplementedError(
+          absl::StrCat("backend: expected BACKEND_AUTO, BACKEND_CPU or BACKEND_CUDA, got ",
+                       static_cast<int>(request.backend())));
   }
   BuildContext ctx{request, limits, response, std::nullopt};
   if (request.output_dtype() != v1::DTYPE_UNSPECIFIED) {
@@ -27,13 +33,27 @@ absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& 
   }
   absl::Status status;
   switch (request.op_case()) {
-    case v1::NormalizeRequest::kLayerNorm: status = BuildLayerNorm(ctx, &job); break;
-    case v1::NormalizeRequest::kRmsNorm: status = BuildRmsNorm(ctx, &job); break;
-    case v1::NormalizeRequest::kL2Norm: status = BuildL2Norm(ctx, &job); break;
-    case v1::NormalizeRequest::kQkNorm: status = BuildQkNorm(ctx, &job); break;
-    case v1::NormalizeRequest::kBatchNorm: status = BuildBatchNorm(ctx, &job); break;
-    case v1::NormalizeRequest::kGroupNorm: status = BuildGroupNorm(ctx, &job); break;
-    case v1::NormalizeRequest::kInstanceNorm: status = BuildInstanceNorm(ctx, &job); break;
+    case v1::NormalizeRequest::kLayerNorm:
+      status = BuildLayerNorm(ctx, &job);
+      break;
+    case v1::NormalizeRequest::kRmsNorm:
+      status = BuildRmsNorm(ctx, &job);
+      break;
+    case v1::NormalizeRequest::kL2Norm:
+      status = BuildL2Norm(ctx, &job);
+      break;
+    case v1::NormalizeRequest::kQkNorm:
+      status = BuildQkNorm(ctx, &job);
+      break;
+    case v1::NormalizeRequest::kBatchNorm:
+      status = BuildBatchNorm(ctx, &job);
+      break;
+    case v1::NormalizeRequest::kGroupNorm:
+      status = BuildGroupNorm(ctx, &job);
+      break;
+    case v1::NormalizeRequest::kInstanceNorm:
+      status = BuildInstanceNorm(ctx, &job);
+      break;
     case v1::NormalizeRequest::OP_NOT_SET:
       return absl::InvalidArgumentError(
           "op: expected one of layer_norm, rms_norm, l2_norm, batch_norm, group_norm, "

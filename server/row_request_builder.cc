@@ -14,16 +14,12 @@ using kernels::ResidualPlacement;
 using kernels::RowNormArgs;
 using kernels::RowNormKind;
 
-int64_t Product(absl::Span<const int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
 absl::StatusOr<EpsPlacement> KernelEpsPlacement(v1::EpsPlacement p, absl::string_view field) {
   switch (p) {
-    case v1::EPS_INSIDE_SQRT: return EpsPlacement::kInsideSqrt;
-    case v1::EPS_ADD_TO_STD: return EpsPlacement::kAddToStd;
+    case v1::EPS_INSIDE_SQRT:
+      return EpsPlacement::kInsideSqrt;
+    case v1::EPS_ADD_TO_STD:
+      return EpsPlacement::kAddToStd;
     default:
       return absl::UnimplementedError(absl::StrCat(
           field, ": expected EPS_INSIDE_SQRT or EPS_ADD_TO_STD, got ", static_cast<int>(p)));
@@ -44,26 +40,29 @@ absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols
   absl::StatusOr<TensorInfo> skip = CheckTensor(residual->skip(), field + ".skip", ctx.limits);
   if (!skip.ok()) return skip.status();
   if (skip->shape != x.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".skip.shape: expected ",
-                                                   ShapeString(x.shape),
-                                                   " (the input's shape), got ",
-                                                   ShapeString(skip->shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".skip.shape: expected ", ShapeString(x.shape),
+                     " (the input's shape), got ", ShapeString(skip->shape)));
   }
   if (skip->dtype != x.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".skip.dtype: expected ", kernels::DTypeName(x.dtype), " (the input's dtype), got ",
-        kernels::DTypeName(skip->dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".skip.dtype: expected ", kernels::DTypeName(x.dtype),
+                     " (the input's dtype), got ", kernels::DTypeName(skip->dtype)));
   }
   a->skip = skip->view();
   a->alpha = residual->has_alpha() ? residual->alpha() : 1.0;
   if (absl::Status s = CheckFinite(a->alpha, field + ".alpha"); !s.ok()) return s;
   switch (residual->placement()) {
-    case v1::ADD_THEN_NORM: a->residual = ResidualPlacement::kAddThenNorm; break;
-    case v1::NORM_THEN_ADD: a->residual = ResidualPlacement::kNormThenAdd; break;
+    case v1::ADD_THEN_NORM:
+      a->residual = ResidualPlacement::kAddThenNorm;
+      break;
+    case v1::NORM_THEN_ADD:
+      a->residual = ResidualPlacement::kNormThenAdd;
+      break;
     default:
-      return absl::UnimplementedError(absl::StrCat(
-          field, ".placement: expected ADD_THEN_NORM or NORM_THEN_ADD, got ",
-          static_cast<int>(residual->placement())));
+      return absl::UnimplementedError(
+          absl::StrCat(field, ".placement: expected ADD_THEN_NORM or NORM_THEN_ADD, got ",
+                       static_cast<int>(residual->placement())));
   }
   if (residual->return_sum()) {
     if (a->residual != ResidualPlacement::kAddThenNorm) {
@@ -95,9 +94,9 @@ absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
   const int rank = static_cast<int>(x->shape.size());
   const int k = p.normalized_ndim() == 0 ? 1 : p.normalized_ndim();
   if (k < 1 || k > rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer_norm.normalized_ndim: expected 1 to ", rank,
-                     " (the input's rank), got ", p.normalized_ndim()));
+    return absl::InvalidArgumentError(absl::StrCat("layer_norm.normalized_ndim: expected 1 to ",
+                                                   rank, " (the input's rank), got ",
+                                                   p.normalized_ndim()));
   }
   const absl::Span<const int64_t> normalized(x->shape.data() + rank - k, k);
   RowNormArgs& a = job->row;
@@ -111,23 +110,25 @@ absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
     if (!t.ok()) return t.status();
     if (!absl::c_equal(t->shape, normalized)) {
       // PyTorch's wording, where the parameter's shape is the normalized_shape.
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": Given normalized_shape=", ShapeString(t->shape),
-          ", expected input with shape [*, ", absl::StrJoin(t->shape, ", "),
-          "], but got input of size ", ShapeString(x->shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": Given normalized_shape=", ShapeString(t->shape),
+                       ", expected input with shape [*, ", absl::StrJoin(t->shape, ", "),
+                       "], but got input of size ", ShapeString(x->shape)));
     }
-    absl::StatusOr<kernels::ConstTensor> v = CheckParam(*tensor, field, normalized, x->dtype, ctx.limits);
+    absl::StatusOr<kernels::ConstTensor> v =
+        CheckParam(*tensor, field, normalized, x->dtype, ctx.limits);
     if (!v.ok()) return v.status();
     *out = *v;
   }
   a.eps = p.has_eps() ? p.eps() : kernels::kDefaultLayerNormEps;
   if (absl::Status s = CheckEps(a.eps, "layer_norm.eps"); !s.ok()) return s;
-  absl::StatusOr<EpsPlacement> placement = KernelEpsPlacement(p.eps_placement(), "layer_norm.eps_placement");
+  absl::StatusOr<EpsPlacement> placement =
+      KernelEpsPlacement(p.eps_placement(), "layer_norm.eps_placement");
   if (!placement.ok()) return placement.status();
   a.eps_placement = *placement;
-  absl::Status s = SetRowIo(ctx, *x, Product(normalized), p.has_residual() ? &p.residual() : nullptr,
-                            "layer_norm", &a, ctx.response->mutable_output(),
-                            ctx.response->mutable_residual_sum());
+  absl::Status s = SetRowIo(ctx, *x, SaturatingProduct(normalized),
+                            p.has_residual() ? &p.residual() : nullptr, "layer_norm", &a,
+                            ctx.response->mutable_output(), ctx.response->mutable_residual_sum());
   if (!s.ok()) return s;
   Finish(*x, job);
   return absl::OkStatus();
@@ -141,7 +142,8 @@ absl::Status BuildRmsNorm(const BuildContext& ctx, Job* job) {
   RowNormArgs& a = job->row;
   a.kind = RowNormKind::kRms;
   if (p.has_weight()) {
-    absl::StatusOr<kernels::ConstTensor> w = CheckParam(p.weight(), "rms_norm.weight", {d}, x->dtype, ctx.limits);
+    absl::StatusOr<kernels::ConstTensor> w =
+        CheckParam(p.weight(), "rms_norm.weight", {d}, x->dtype, ctx.limits);
     if (!w.ok()) return w.status();
     a.weight = *w;
   }
@@ -151,15 +153,16 @@ absl::Status BuildRmsNorm(const BuildContext& ctx, Job* job) {
   if (absl::Status s = CheckFinite(a.weight_offset, "rms_norm.weight_offset"); !s.ok()) return s;
   if (a.weight_offset != 0 && !p.has_weight()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rms_norm.weight: required when weight_offset is set (got weight_offset=",
-        a.weight_offset, " and no weight)"));
+        "rms_norm.weight: required when weight_offset is set (got weight_offset=", a.weight_offset,
+        " and no weight)"));
   }
   a.partial_fraction = p.has_partial_fraction() ? p.partial_fraction() : 1.0;
   if (!(a.partial_fraction > 0 && a.partial_fraction <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rms_norm.partial_fraction: expected a value in (0, 1], got ", a.partial_fraction));
   }
-  absl::StatusOr<EpsPlacement> placement = KernelEpsPlacement(p.eps_placement(), "rms_norm.eps_placement");
+  absl::StatusOr<EpsPlacement> placement =
+      KernelEpsPlacement(p.eps_placement(), "rms_norm.eps_placement");
   if (!placement.ok()) return placement.status();
   a.eps_placement = *placement;
   a.cast_before_weight = p.cast_before_weight();
@@ -189,14 +192,24 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
   const v1::QkNormParams& p = ctx.request.qk_norm();
   if (ctx.request.has_input()) {
     return absl::InvalidArgumentError(
-        "input: expected unset for qk_norm (qk_norm.q and qk_norm.k carry the tensors), got a tensor");
+        "input: expected unset for qk_norm (qk_norm.q and qk_norm.k carry the tensors), got a "
+        "tensor");
   }
   RowNormKind kind;
   double default_eps;
   switch (p.kind()) {
-    case v1::QK_RMS: kind = RowNormKind::kRms; default_eps = kernels::kDefaultRmsNormEps; break;
-    case v1::QK_LAYER: kind = RowNormKind::kLayer; default_eps = kernels::kDefaultLayerNormEps; break;
-    case v1::QK_L2: kind = RowNormKind::kL2; default_eps = kernels::kDefaultL2NormEps; break;
+    case v1::QK_RMS:
+      kind = RowNormKind::kRms;
+      default_eps = kernels::kDefaultRmsNormEps;
+      break;
+    case v1::QK_LAYER:
+      kind = RowNormKind::kLayer;
+      default_eps = kernels::kDefaultLayerNormEps;
+      break;
+    case v1::QK_L2:
+      kind = RowNormKind::kL2;
+      default_eps = kernels::kDefaultL2NormEps;
+      break;
     default:
       return absl::UnimplementedError(absl::StrCat(
           "qk_norm.kind: expected QK_RMS, QK_LAYER or QK_L2, got ", static_cast<int>(p.kind())));
@@ -220,11 +233,12 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
       absl::StatusOr<TensorInfo> w = CheckTensor(*weight, field, ctx.limits);
       if (!w.ok()) return w.status();
       if (w->shape != std::vector<int64_t>{head_dim}) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".shape: expected [", head_dim, "] (head_dim of ", name, " ",
-            ShapeString(t->shape), "), got ", ShapeString(w->shape)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".shape: expected [", head_dim, "] (head_dim of ", name, " ",
+                         ShapeString(t->shape), "), got ", ShapeString(w->shape)));
       }
-      absl::StatusOr<kernels::ConstTensor> v = CheckParam(*weight, field, {head_dim}, t->dtype, ctx.limits);
+      absl::StatusOr<kernels::ConstTensor> v =
+          CheckParam(*weight, field, {head_dim}, t->dtype, ctx.limits);
       if (!v.ok()) return v.status();
       a->weight = *v;
     }

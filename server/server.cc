@@ -12,8 +12,8 @@ namespace normd::server {
 
 absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOptions& options) {
   if (options.max_message_bytes <= 0 || options.max_message_bytes > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_message_bytes: expected 1 to ", INT32_MAX, ", got ", options.max_message_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes: expected 1 to ", INT32_MAX,
+                                                   ", got ", options.max_message_bytes));
   }
   std::unique_ptr<NormServer> s(new NormServer());
   std::vector<std::unique_ptr<kernels::Backend>> backends;

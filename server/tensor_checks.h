@@ -6,10 +6,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "normd/kernels/tensor.h"
 #include "normd/v1/normd.pb.h"
@@ -33,6 +33,11 @@ struct TensorInfo {
 
 std::string ShapeString(absl::Span<const int64_t> shape);
 
+// Product of dims that are each >= 0: 0 if any is 0, INT64_MAX where it would overflow.
+// A tensor with a zero dim has numel 0, so products of its *other* dims (spatial size,
+// N * S, a trailing normalized shape) are not bounded by CheckTensor's overflow check.
+int64_t SaturatingProduct(absl::Span<const int64_t> dims);
+
 absl::StatusOr<kernels::DType> KernelDType(v1::DType dtype, absl::string_view field);
 v1::DType WireDType(kernels::DType dtype);
 
@@ -45,8 +50,7 @@ absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view fi
 // dtype F32 or `input_dtype`.
 absl::StatusOr<kernels::ConstTensor> CheckParam(const v1::Tensor& t, absl::string_view field,
                                                 absl::Span<const int64_t> shape,
-                                                kernels::DType input_dtype,
-                                                const Limits& limits);
+                                                kernels::DType input_dtype, const Limits& limits);
 
 // eps must be finite and >= 0.
 absl::Status CheckEps(double eps, absl::string_view field);

@@ -1,6 +1,7 @@
 # Tests of the transport room and of the whole service over loopback gRPC.
 add_executable(server_test
-  server/validation_test.cc)
+  server/validation_test.cc
+  server/robustness_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(server_test PRIVATE normd_server_lib GTest::gtest_main GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)

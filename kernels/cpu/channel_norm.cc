@@ -62,8 +62,8 @@ struct ChannelCoefficients {
 };
 
 // Applies the coefficients; coefficient index is n * n_stride + c (n_stride 0: per channel).
-void Apply(const ConstTensor& x, const MutTensor& y, int64_t n_dim, int64_t c_dim,
-           int64_t s_dim, Layout layout, const ChannelCoefficients& k, int64_t n_stride) {
+void Apply(const ConstTensor& x, const MutTensor& y, int64_t n_dim, int64_t c_dim, int64_t s_dim,
+           Layout layout, const ChannelCoefficients& k, int64_t n_stride) {
   for (int64_t n = 0; n < n_dim; ++n) {
     const int64_t kb = n * n_stride;
     if (layout == Layout::kChannelsFirst) {
@@ -88,9 +88,8 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) {
   for (int64_t c = 0; c < a.c; ++c) {
     double mean, var;
     if (a.training) {
-      const Runs runs = a.layout == Layout::kChannelsFirst
-                            ? Runs{c * a.s, a.s, a.c * a.s, a.n}
-                            : Runs{c, 1, a.c, a.n * a.s};
+      const Runs runs = a.layout == Layout::kChannelsFirst ? Runs{c * a.s, a.s, a.c * a.s, a.n}
+                                                           : Runs{c, 1, a.c, a.n * a.s};
       const cpu::ChanMoments m = MomentsOf(a.x, runs);
       mean = m.mean();
       var = m.m2 / count;
@@ -98,8 +97,8 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) {
       if (a.batch_var.present()) a.batch_var.set(c, static_cast<float>(var));
       if (a.running_mean_out.present()) {
         const double rm = (1 - a.momentum) * a.running_mean.at(c) + a.momentum * mean;
-        const double rv = (1 - a.momentum) * a.running_var.at(c) +
-                          a.momentum * var * count / (count - 1);
+        const double rv =
+            (1 - a.momentum) * a.running_var.at(c) + a.momentum * var * count / (count - 1);
         a.running_mean_out.set(c, static_cast<float>(rm));
         a.running_var_out.set(c, static_cast<float>(rv));
       }

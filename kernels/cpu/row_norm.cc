@@ -62,8 +62,7 @@ absl::Status CpuBackend::RowNorm(const RowNormArgs& a) {
         break;
       }
       case RowNormKind::kRms: {
-        const double ms = cpu::SumOfSquares(row.data(), stat_cols) /
-                          static_cast<double>(stat_cols);
+        const double ms = cpu::SumOfSquares(row.data(), stat_cols) / static_cast<double>(stat_cols);
         scale = Reciprocal(a.eps_placement, ms, a.eps);
         break;
       }

@@ -36,7 +36,7 @@ RowNormResult RowNorm(const RowNormArgs& a) {
         for (double v : row) m2 += (v - mean) * (v - mean);
         const double var = m2 / d;
         scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(var + a.eps)
-                                                              : 1.0 / (std::sqrt(var) + a.eps);
+                                                             : 1.0 / (std::sqrt(var) + a.eps);
         break;
       }
       case RowNormKind::kRms: {
@@ -45,7 +45,7 @@ RowNormResult RowNorm(const RowNormArgs& a) {
         for (int64_t i = 0; i < m; ++i) ss += row[i] * row[i];
         const double ms = ss / static_cast<double>(m);
         scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(ms + a.eps)
-                                                              : 1.0 / (std::sqrt(ms) + a.eps);
+                                                             : 1.0 / (std::sqrt(ms) + a.eps);
         break;
       }
       case RowNormKind::kL2: {

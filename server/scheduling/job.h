@@ -16,10 +16,10 @@ enum class BackendPreference : uint8_t { kAuto, kCpu, kCuda };
 struct Job {
   enum class Family : uint8_t { kRowNorm, kQkNorm, kBatchNorm, kGroupNorm };
   Family family = Family::kRowNorm;
-  kernels::RowNormArgs row;     // kRowNorm; kQkNorm: q
-  kernels::RowNormArgs row_k;   // kQkNorm: k
-  kernels::BatchNormArgs batch; // kBatchNorm (also InstanceNorm without input stats)
-  kernels::GroupNormArgs group; // kGroupNorm (also InstanceNorm with input stats)
+  kernels::RowNormArgs row;      // kRowNorm; kQkNorm: q
+  kernels::RowNormArgs row_k;    // kQkNorm: k
+  kernels::BatchNormArgs batch;  // kBatchNorm (also InstanceNorm without input stats)
+  kernels::GroupNormArgs group;  // kGroupNorm (also InstanceNorm with input stats)
   BackendPreference preference = BackendPreference::kAuto;
   int64_t input_bytes = 0;  // for routing
   bool empty = false;       // a zero-sized dimension: outputs are empty, nothing to run

@@ -80,13 +80,16 @@ TEST_F(ServiceTest, LayerNormEveryDtypeAndOption) {
     o.bias = Random(t, {6, 33});
     o.normalized_ndim = 2;
     HostTensor x = Random(t, {3, 6, 33}, 2, 3);
-    Check<LayerNormOptions>(MakeRequest(x, o), [&] { return client_->LayerNorm(x, o); },
-                            absl::StrCat("layer_norm k=2 ", DTypeName(t)));
+    Check<LayerNormOptions>(
+        MakeRequest(x, o), [&] { return client_->LayerNorm(x, o); },
+        absl::StrCat("layer_norm k=2 ", DTypeName(t)));
     LayerNormOptions res;
     res.eps_placement = EpsPlacement::kAddToStd;
-    res.residual = ResidualOptions{Random(t, {3, 6, 33}), 1.7, ResidualOptions::Placement::kAddThenNorm, true};
-    Check<LayerNormOptions>(MakeRequest(x, res), [&] { return client_->LayerNorm(x, res); },
-                            absl::StrCat("layer_norm residual ", DTypeName(t)));
+    res.residual =
+        ResidualOptions{Random(t, {3, 6, 33}), 1.7, ResidualOptions::Placement::kAddThenNorm, true};
+    Check<LayerNormOptions>(
+        MakeRequest(x, res), [&] { return client_->LayerNorm(x, res); },
+        absl::StrCat("layer_norm residual ", DTypeName(t)));
   }
 }
 
@@ -97,15 +100,18 @@ TEST_F(ServiceTest, RmsNormEveryDtypeAndOption) {
     gemma.weight = Random(t, {4097}, 0, 0.1f);
     gemma.weight_offset = 1;
     gemma.partial_fraction = 0.25;
-    Check<RmsNormOptions>(MakeRequest(x, gemma), [&] { return client_->RmsNorm(x, gemma); },
-                          absl::StrCat("rms_norm gemma partial ", DTypeName(t)));
+    Check<RmsNormOptions>(
+        MakeRequest(x, gemma), [&] { return client_->RmsNorm(x, gemma); },
+        absl::StrCat("rms_norm gemma partial ", DTypeName(t)));
     RmsNormOptions hf;
     hf.weight = Random(t, {4097}, 1, 0.1f);
     hf.cast_before_weight = true;
     hf.output_dtype = DType::kF32;
-    hf.residual = ResidualOptions{Random(t, {5, 4097}), 0.5, ResidualOptions::Placement::kNormThenAdd, false};
-    Check<RmsNormOptions>(MakeRequest(x, hf), [&] { return client_->RmsNorm(x, hf); },
-                          absl::StrCat("rms_norm hf norm-then-add ", DTypeName(t)));
+    hf.residual =
+        ResidualOptions{Random(t, {5, 4097}), 0.5, ResidualOptions::Placement::kNormThenAdd, false};
+    Check<RmsNormOptions>(
+        MakeRequest(x, hf), [&] { return client_->RmsNorm(x, hf); },
+        absl::StrCat("rms_norm hf norm-then-add ", DTypeName(t)));
   }
 }
 
@@ -113,9 +119,11 @@ TEST_F(ServiceTest, L2AndQkNorm) {
   for (DType t : kDtypes) {
     HostTensor x = Random(t, {7, 64});
     L2NormOptions l2;
-    Check<L2NormOptions>(MakeRequest(x, l2), [&] { return client_->L2Norm(x, l2); },
-                         absl::StrCat("l2_norm ", DTypeName(t)));
-    for (auto kind : {QkNormOptions::Kind::kRms, QkNormOptions::Kind::kLayer, QkNormOptions::Kind::kL2}) {
+    Check<L2NormOptions>(
+        MakeRequest(x, l2), [&] { return client_->L2Norm(x, l2); },
+        absl::StrCat("l2_norm ", DTypeName(t)));
+    for (auto kind :
+         {QkNormOptions::Kind::kRms, QkNormOptions::Kind::kLayer, QkNormOptions::Kind::kL2}) {
       HostTensor q = Random(t, {4, 8, 128}), k = Random(t, {4, 2, 128});
       QkNormOptions o;
       o.kind = kind;
@@ -123,8 +131,9 @@ TEST_F(ServiceTest, L2AndQkNorm) {
         o.q_weight = Random(DType::kF32, {128}, 1, 0.1f);
         o.k_weight = Random(t, {128}, 1, 0.1f);
       }
-      Check<QkNormOptions>(MakeRequest(q, k, o), [&] { return client_->QkNorm(q, k, o); },
-                           absl::StrCat("qk_norm ", static_cast<int>(kind), " ", DTypeName(t)));
+      Check<QkNormOptions>(
+          MakeRequest(q, k, o), [&] { return client_->QkNorm(q, k, o); },
+          absl::StrCat("qk_norm ", static_cast<int>(kind), " ", DTypeName(t)));
     }
   }
 }
@@ -135,7 +144,8 @@ TEST_F(ServiceTest, BatchGroupInstanceNormBothLayouts) {
       const std::vector<int64_t> shape = layout == Layout::kChannelsFirst
                                              ? std::vector<int64_t>{4, 6, 5, 7}
                                              : std::vector<int64_t>{4, 5, 7, 6};
-      const std::string tag = absl::StrCat(DTypeName(t), layout == Layout::kChannelsFirst ? " NCHW" : " NHWC");
+      const std::string tag =
+          absl::StrCat(DTypeName(t), layout == Layout::kChannelsFirst ? " NCHW" : " NHWC");
       HostTensor x = Random(t, shape, 1, 2);
       BatchNormOptions train;
       train.training = true;
@@ -145,28 +155,31 @@ TEST_F(ServiceTest, BatchGroupInstanceNormBothLayouts) {
       train.bias = Random(t, {6});
       train.running_mean = Random(DType::kF32, {6});
       train.running_var = Positive(DType::kF32, {6});
-      Check<BatchNormOptions>(MakeRequest(x, train), [&] { return client_->BatchNorm(x, train); },
-                              "batch_norm train " + tag);
+      Check<BatchNormOptions>(
+          MakeRequest(x, train), [&] { return client_->BatchNorm(x, train); },
+          "batch_norm train " + tag);
       BatchNormOptions eval = train;
       eval.training = false;
-      Check<BatchNormOptions>(MakeRequest(x, eval), [&] { return client_->BatchNorm(x, eval); },
-                              "batch_norm eval " + tag);
+      Check<BatchNormOptions>(
+          MakeRequest(x, eval), [&] { return client_->BatchNorm(x, eval); },
+          "batch_norm eval " + tag);
       GroupNormOptions g;
       g.num_groups = 3;
       g.layout = layout;
       g.weight = Random(t, {6}, 1, 0.2f);
-      Check<GroupNormOptions>(MakeRequest(x, g), [&] { return client_->GroupNorm(x, g); },
-                              "group_norm " + tag);
+      Check<GroupNormOptions>(
+          MakeRequest(x, g), [&] { return client_->GroupNorm(x, g); }, "group_norm " + tag);
       InstanceNormOptions in;
       in.layout = layout;
       in.bias = Random(DType::kF32, {6});
-      Check<InstanceNormOptions>(MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); },
-                                 "instance_norm " + tag);
+      Check<InstanceNormOptions>(
+          MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); }, "instance_norm " + tag);
       in.use_input_stats = false;
       in.running_mean = Random(t, {6});
       in.running_var = Positive(t, {6});
-      Check<InstanceNormOptions>(MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); },
-                                 "instance_norm running stats " + tag);
+      Check<InstanceNormOptions>(
+          MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); },
+          "instance_norm running stats " + tag);
     }
   }
 }
@@ -193,7 +206,8 @@ TEST_F(ServiceTest, StreamAnswersEveryIdAndSurvivesABadRequest) {
   bad.num_groups = 5;
   requests.push_back(MakeRequest(x, bad));
   QkNormOptions qk;
-  requests.push_back(MakeRequest(Random(DType::kF16, {2, 4, 16}), Random(DType::kF16, {2, 1, 16}), qk));
+  requests.push_back(
+      MakeRequest(Random(DType::kF16, {2, 4, 16}), Random(DType::kF16, {2, 1, 16}), qk));
   InstanceNormOptions in;
   requests.push_back(MakeRequest(Random(DType::kF32, {2, 3, 9}), in));
   for (size_t i = 0; i < requests.size(); ++i) requests[i].set_id(absl::StrCat("req-", i));

@@ -26,8 +26,8 @@ class ChannelNormTest : public ::testing::TestWithParam<std::tuple<DType, Layout
   std::string Name(const char* op, const Shape& sh, const char* extra = "") const {
     const auto& [dtype, layout] = GetParam();
     return absl::StrCat(op, " ", DTypeName(dtype),
-                        layout == Layout::kChannelsFirst ? " NC*" : " N*C", " [", sh.n, ",",
-                        sh.c, ",", sh.s, "] ", extra);
+                        layout == Layout::kChannelsFirst ? " NC*" : " N*C", " [", sh.n, ",", sh.c,
+                        ",", sh.s, "] ", extra);
   }
   std::mt19937_64 rng_{17};
 };
@@ -123,8 +123,8 @@ TEST_P(ChannelNormTest, BatchNormMatchesReference) {
                        Name("batch_norm", sh, training ? "train" : "eval"));
       }
     }
-    CheckBatchNorm(dtype, layout, sh, true, true, /*running=*/false,
-                   RandomValues(rng_, n, 0.3f, 2), rng_, Name("batch_norm", sh, "no running"));
+    CheckBatchNorm(dtype, layout, sh, true, true, /*running=*/false, RandomValues(rng_, n, 0.3f, 2),
+                   rng_, Name("batch_norm", sh, "no running"));
   }
 }
 
@@ -134,8 +134,8 @@ TEST_P(ChannelNormTest, BatchNormAdversarial) {
   const auto n = sh.n * sh.c * sh.s;
   CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 1e4f, 1), rng_,
                  Name("batch_norm", sh, "mean 1e4 var 1"));
-  CheckBatchNorm(dtype, layout, sh, true, false, true, RandomValues(rng_, n, 1e6f, 1e-3f),
-                 rng_, Name("batch_norm", sh, "1e6 spread 1e-3"));
+  CheckBatchNorm(dtype, layout, sh, true, false, true, RandomValues(rng_, n, 1e6f, 1e-3f), rng_,
+                 Name("batch_norm", sh, "1e6 spread 1e-3"));
   CheckBatchNorm(dtype, layout, sh, true, true, true, std::vector<float>(n, -7.5f), rng_,
                  Name("batch_norm", sh, "constant"));
   CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 0, 3000), rng_,
@@ -176,8 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Layout::kChannelsFirst, Layout::kChannelsLast)),
     [](const auto& info) {
       return absl::StrCat(DTypeName(std::get<0>(info.param)),
-                          std::get<1>(info.param) == Layout::kChannelsFirst ? "_NCHW"
-                                                                            : "_NHWC");
+                          std::get<1>(info.param) == Layout::kChannelsFirst ? "_NCHW" : "_NHWC");
     });
 
 }  // namespace

@@ -51,9 +51,10 @@ TEST(DTypeTest, F16EncodingRoundsToNearestEven) {
     }
   }
   std::mt19937 rng(7);
-  for (int i = 0; i < 2000000; ++i) ExpectF16Encodes(std::bit_cast<float>(static_cast<uint32_t>(rng())));
-  for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, 65504.0f, 65519.99f, 65520.0f, 1e30f,
-                  -1e30f, 1e-30f, 5.96e-8f, 2.98e-8f, 2.99e-8f, std::nanf("")}) {
+  for (int i = 0; i < 2000000; ++i)
+    ExpectF16Encodes(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, 65504.0f, 65519.99f, 65520.0f, 1e30f, -1e30f,
+                  1e-30f, 5.96e-8f, 2.98e-8f, 2.99e-8f, std::nanf("")}) {
     ExpectF16Encodes(f);
   }
 }

@@ -54,9 +54,9 @@ std::vector<Config> AllConfigs() {
 }
 
 double DefaultEps(RowNormKind k) {
-  return k == RowNormKind::kLayer ? kDefaultLayerNormEps
-                                  : (k == RowNormKind::kRms ? kDefaultRmsNormEps
-                                                            : kDefaultL2NormEps);
+  return k == RowNormKind::kLayer
+             ? kDefaultLayerNormEps
+             : (k == RowNormKind::kRms ? kDefaultRmsNormEps : kDefaultL2NormEps);
 }
 
 // Runs the CPU backend and the reference on x (and skip), checks y and h.
@@ -104,9 +104,8 @@ TEST_P(RowNormTest, MatchesReferenceOnRandomShapes) {
   for (int64_t cols : {1, 3, 64, 4097, 8192}) {
     for (int64_t rows : {1, 5}) {
       const int64_t n = rows * cols;
-      CheckRowNorm(cfg, dtype, rows, cols, RandomValues(rng, n, 0.5f, 2.0f),
-                   RandomValues(rng, n), rng,
-                   absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", rows, "x", cols), dtype);
+      CheckRowNorm(cfg, dtype, rows, cols, RandomValues(rng, n, 0.5f, 2.0f), RandomValues(rng, n),
+                   rng, absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", rows, "x", cols), dtype);
     }
   }
 }

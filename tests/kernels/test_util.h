@@ -90,8 +90,8 @@ inline ::testing::AssertionResult Matches(DType t, float y, double ref) {
   if (std::llabs(OrderedBits(t, y) - OrderedBits(t, r)) <= 1) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "got " << y << ", reference " << ref
-                                       << " (rounded " << r << "), more than 1 ulp apart";
+  return ::testing::AssertionFailure()
+         << "got " << y << ", reference " << ref << " (rounded " << r << "), more than 1 ulp apart";
 }
 
 // Checks every element; stops at the first few mismatches to keep output readable.

@@ -45,7 +45,8 @@ inline v1::NormalizeRequest RmsNormRequest(std::vector<int64_t> shape = {2, 4}) 
   return r;
 }
 
-inline v1::NormalizeRequest BatchNormRequest(bool training, std::vector<int64_t> shape = {2, 4, 3}) {
+inline v1::NormalizeRequest BatchNormRequest(bool training,
+                                             std::vector<int64_t> shape = {2, 4, 3}) {
   v1::NormalizeRequest r;
   r.set_id("bn");
   FillTensor(r.mutable_input(), v1::F32, shape);

@@ -34,87 +34,319 @@ std::vector<BadCase> Cases() {
   using C = absl::StatusCode;
   const C kInvalid = C::kInvalidArgument;
   return {
-      {"no_op", [] { auto r = LayerNormRequest(); r.clear_layer_norm(); return r; }, kInvalid, {"op:", "got none"}},
-      {"no_input", [] { auto r = LayerNormRequest(); r.clear_input(); return r; }, kInvalid, {"input: required"}},
-      {"byte_length", [] { auto r = LayerNormRequest(); r.mutable_input()->mutable_data()->pop_back(); return r; },
-       kInvalid, {"input.data", "expected 32 bytes", "F32 [2, 4]", "got 31"}},
-      {"unknown_dtype", [] { auto r = LayerNormRequest(); r.mutable_input()->set_dtype(static_cast<v1::DType>(9)); return r; },
-       kInvalid, {"input.dtype", "expected F32, F16 or BF16", "got unknown (9)"}},
-      {"unspecified_dtype", [] { auto r = LayerNormRequest(); r.mutable_input()->set_dtype(v1::DTYPE_UNSPECIFIED); return r; },
-       kInvalid, {"input.dtype", "DTYPE_UNSPECIFIED"}},
-      {"rank_0", [] { auto r = LayerNormRequest(); r.mutable_input()->clear_shape(); return r; },
-       kInvalid, {"input.shape", "expected rank 1 to 8", "got rank 0"}},
-      {"rank_9", [] { auto r = RmsNormRequest(); FillTensor(r.mutable_input(), v1::F32, {1, 1, 1, 1, 1, 1, 1, 1, 4}); return r; },
-       kInvalid, {"input.shape", "got rank 9"}},
-      {"negative_dim", [] { auto r = LayerNormRequest(); r.mutable_input()->set_shape(0, -2); return r; },
-       kInvalid, {"input.shape[0]", "expected >= 0", "got -2"}},
-      {"overflow", [] { auto r = RmsNormRequest(); auto* s = r.mutable_input()->mutable_shape();
-                        s->Set(0, int64_t{1} << 40); s->Set(1, int64_t{1} << 40); return r; },
-       kInvalid, {"input.shape", "overflows int64"}},
-      {"too_many_elements", [] { auto r = RmsNormRequest(); r.mutable_input()->set_shape(0, int64_t{1} << 40); return r; },
-       kInvalid, {"input.shape", "expected at most"}},
-      {"weight_shape", [] { auto r = LayerNormRequest({2, 5}); FillTensor(r.mutable_layer_norm()->mutable_weight(), v1::F32, {4}); return r; },
-       kInvalid, {"layer_norm.weight", "Given normalized_shape=[4], expected input with shape [*, 4], but got input of size [2, 5]"}},
-      {"param_dtype", [] { auto r = RmsNormRequest(); FillTensor(r.mutable_input(), v1::BF16, {2, 4});
-                           FillTensor(r.mutable_rms_norm()->mutable_weight(), v1::F16, {4}); return r; },
-       kInvalid, {"rms_norm.weight.dtype", "expected F32 or BF16", "got F16"}},
-      {"normalized_ndim", [] { auto r = LayerNormRequest(); r.mutable_layer_norm()->set_normalized_ndim(3); return r; },
-       kInvalid, {"layer_norm.normalized_ndim", "expected 1 to 2", "got 3"}},
-      {"nan_eps", [] { auto r = LayerNormRequest(); r.mutable_layer_norm()->set_eps(std::nan("")); return r; },
-       kInvalid, {"layer_norm.eps", "finite value >= 0", "got nan"}},
-      {"negative_eps", [] { auto r = RmsNormRequest(); r.mutable_rms_norm()->set_eps(-1e-6); return r; },
-       kInvalid, {"rms_norm.eps", "got -1e-06"}},
-      {"inf_eps", [] { auto r = RmsNormRequest(); r.mutable_rms_norm()->set_eps(INFINITY); return r; },
-       kInvalid, {"rms_norm.eps", "got inf"}},
-      {"partial_zero", [] { auto r = RmsNormRequest(); r.mutable_rms_norm()->set_partial_fraction(0); return r; },
-       kInvalid, {"rms_norm.partial_fraction", "(0, 1]", "got 0"}},
-      {"partial_above_one", [] { auto r = RmsNormRequest(); r.mutable_rms_norm()->set_partial_fraction(1.5); return r; },
-       kInvalid, {"rms_norm.partial_fraction", "got 1.5"}},
-      {"offset_without_weight", [] { auto r = RmsNormRequest(); r.mutable_rms_norm()->clear_weight();
-                                     r.mutable_rms_norm()->set_weight_offset(1); return r; },
-       kInvalid, {"rms_norm.weight", "weight_offset"}},
-      {"groups_zero", [] { return GroupNormRequest(0); }, kInvalid, {"group_norm.num_groups", "num_groups=0"}},
-      {"groups_not_dividing", [] { return GroupNormRequest(3); }, kInvalid,
-       {"Expected number of channels in input to be divisible by num_groups, but got input of shape [2, 8, 4] and num_groups=3"}},
-      {"bn_one_value", [] { auto r = BatchNormRequest(true, {1, 4}); return r; }, kInvalid,
+      {"no_op",
+       [] {
+         auto r = LayerNormRequest();
+         r.clear_layer_norm();
+         return r;
+       },
+       kInvalid,
+       {"op:", "got none"}},
+      {"no_input",
+       [] {
+         auto r = LayerNormRequest();
+         r.clear_input();
+         return r;
+       },
+       kInvalid,
+       {"input: required"}},
+      {"byte_length",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_input()->mutable_data()->pop_back();
+         return r;
+       },
+       kInvalid,
+       {"input.data", "expected 32 bytes", "F32 [2, 4]", "got 31"}},
+      {"unknown_dtype",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_input()->set_dtype(static_cast<v1::DType>(9));
+         return r;
+       },
+       kInvalid,
+       {"input.dtype", "expected F32, F16 or BF16", "got unknown (9)"}},
+      {"unspecified_dtype",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_input()->set_dtype(v1::DTYPE_UNSPECIFIED);
+         return r;
+       },
+       kInvalid,
+       {"input.dtype", "DTYPE_UNSPECIFIED"}},
+      {"rank_0",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_input()->clear_shape();
+         return r;
+       },
+       kInvalid,
+       {"input.shape", "expected rank 1 to 8", "got rank 0"}},
+      {"rank_9",
+       [] {
+         auto r = RmsNormRequest();
+         FillTensor(r.mutable_input(), v1::F32, {1, 1, 1, 1, 1, 1, 1, 1, 4});
+         return r;
+       },
+       kInvalid,
+       {"input.shape", "got rank 9"}},
+      {"negative_dim",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_input()->set_shape(0, -2);
+         return r;
+       },
+       kInvalid,
+       {"input.shape[0]", "expected >= 0", "got -2"}},
+      {"overflow",
+       [] {
+         auto r = RmsNormRequest();
+         auto* s = r.mutable_input()->mutable_shape();
+         s->Set(0, int64_t{1} << 40);
+         s->Set(1, int64_t{1} << 40);
+         return r;
+       },
+       kInvalid,
+       {"input.shape", "overflows int64"}},
+      {"too_many_elements",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_input()->set_shape(0, int64_t{1} << 40);
+         return r;
+       },
+       kInvalid,
+       {"input.shape", "expected at most"}},
+      {"weight_shape",
+       [] {
+         auto r = LayerNormRequest({2, 5});
+         FillTensor(r.mutable_layer_norm()->mutable_weight(), v1::F32, {4});
+         return r;
+       },
+       kInvalid,
+       {"layer_norm.weight",
+        "Given normalized_shape=[4], expected input with shape [*, 4], but got input of size [2, "
+        "5]"}},
+      {"param_dtype",
+       [] {
+         auto r = RmsNormRequest();
+         FillTensor(r.mutable_input(), v1::BF16, {2, 4});
+         FillTensor(r.mutable_rms_norm()->mutable_weight(), v1::F16, {4});
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.weight.dtype", "expected F32 or BF16", "got F16"}},
+      {"normalized_ndim",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_layer_norm()->set_normalized_ndim(3);
+         return r;
+       },
+       kInvalid,
+       {"layer_norm.normalized_ndim", "expected 1 to 2", "got 3"}},
+      {"nan_eps",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_layer_norm()->set_eps(std::nan(""));
+         return r;
+       },
+       kInvalid,
+       {"layer_norm.eps", "finite value >= 0", "got nan"}},
+      {"negative_eps",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_rms_norm()->set_eps(-1e-6);
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.eps", "got -1e-06"}},
+      {"inf_eps",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_rms_norm()->set_eps(INFINITY);
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.eps", "got inf"}},
+      {"partial_zero",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_rms_norm()->set_partial_fraction(0);
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.partial_fraction", "(0, 1]", "got 0"}},
+      {"partial_above_one",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_rms_norm()->set_partial_fraction(1.5);
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.partial_fraction", "got 1.5"}},
+      {"offset_without_weight",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_rms_norm()->clear_weight();
+         r.mutable_rms_norm()->set_weight_offset(1);
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.weight", "weight_offset"}},
+      {"groups_zero",
+       [] { return GroupNormRequest(0); },
+       kInvalid,
+       {"group_norm.num_groups", "num_groups=0"}},
+      {"groups_not_dividing",
+       [] { return GroupNormRequest(3); },
+       kInvalid,
+       {"Expected number of channels in input to be divisible by num_groups, but got input of "
+        "shape [2, 8, 4] and num_groups=3"}},
+      {"bn_one_value",
+       [] {
+         auto r = BatchNormRequest(true, {1, 4});
+         return r;
+       },
+       kInvalid,
        {"Expected more than 1 value per channel when training, got input size [1, 4]"}},
-      {"bn_rank_1", [] { auto r = BatchNormRequest(true); FillTensor(r.mutable_input(), v1::F32, {4}); return r; },
-       kInvalid, {"input.shape", "rank >= 2", "got [4]"}},
-      {"bn_missing_running", [] { auto r = BatchNormRequest(false); r.mutable_batch_norm()->clear_running_var(); return r; },
-       kInvalid, {"batch_norm.running_var", "required when training = false"}},
-      {"bn_running_shape", [] { auto r = BatchNormRequest(false); FillTensor(r.mutable_batch_norm()->mutable_running_mean(), v1::F32, {3}); return r; },
-       kInvalid, {"batch_norm.running_mean.shape", "expected [4]", "got [3]"}},
-      {"bn_momentum_nan", [] { auto r = BatchNormRequest(true); r.mutable_batch_norm()->set_momentum(std::nan("")); return r; },
-       kInvalid, {"batch_norm.momentum", "finite"}},
-      {"in_one_spatial", [] { return InstanceNormRequest({2, 3, 1}); }, kInvalid,
+      {"bn_rank_1",
+       [] {
+         auto r = BatchNormRequest(true);
+         FillTensor(r.mutable_input(), v1::F32, {4});
+         return r;
+       },
+       kInvalid,
+       {"input.shape", "rank >= 2", "got [4]"}},
+      {"bn_missing_running",
+       [] {
+         auto r = BatchNormRequest(false);
+         r.mutable_batch_norm()->clear_running_var();
+         return r;
+       },
+       kInvalid,
+       {"batch_norm.running_var", "required when training = false"}},
+      {"bn_running_shape",
+       [] {
+         auto r = BatchNormRequest(false);
+         FillTensor(r.mutable_batch_norm()->mutable_running_mean(), v1::F32, {3});
+         return r;
+       },
+       kInvalid,
+       {"batch_norm.running_mean.shape", "expected [4]", "got [3]"}},
+      {"bn_momentum_nan",
+       [] {
+         auto r = BatchNormRequest(true);
+         r.mutable_batch_norm()->set_momentum(std::nan(""));
+         return r;
+       },
+       kInvalid,
+       {"batch_norm.momentum", "finite"}},
+      {"in_one_spatial",
+       [] {
+         return InstanceNormRequest({2, 3, 1});
+       },
+       kInvalid,
        {"Expected more than 1 spatial element when training, got input size [2, 3, 1]"}},
-      {"in_missing_running", [] { auto r = InstanceNormRequest(); r.mutable_instance_norm()->set_no_input_stats(true); return r; },
-       kInvalid, {"instance_norm.running_mean", "required with no_input_stats"}},
-      {"skip_shape", [] { auto r = RmsNormRequest(); FillTensor(r.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::F32, {2, 5}); return r; },
-       kInvalid, {"rms_norm.residual.skip.shape", "expected [2, 4]", "got [2, 5]"}},
-      {"skip_dtype", [] { auto r = LayerNormRequest(); FillTensor(r.mutable_layer_norm()->mutable_residual()->mutable_skip(), v1::F16, {2, 4}); return r; },
-       kInvalid, {"layer_norm.residual.skip.dtype", "expected F32", "got F16"}},
-      {"alpha_inf", [] { auto r = RmsNormRequest(); auto* res = r.mutable_rms_norm()->mutable_residual();
-                         FillTensor(res->mutable_skip(), v1::F32, {2, 4}); res->set_alpha(INFINITY); return r; },
-       kInvalid, {"rms_norm.residual.alpha", "finite"}},
-      {"qk_q_weight", [] { auto r = QkNormRequest(8, 8); FillTensor(r.mutable_qk_norm()->mutable_q_weight(), v1::F32, {4}); return r; },
-       kInvalid, {"qk_norm.q_weight.shape", "expected [8]", "head_dim of q", "got [4]"}},
-      {"qk_k_weight", [] { auto r = QkNormRequest(8, 16); FillTensor(r.mutable_qk_norm()->mutable_k_weight(), v1::F32, {8}); return r; },
-       kInvalid, {"qk_norm.k_weight.shape", "expected [16]", "got [8]"}},
-      {"qk_with_input", [] { auto r = QkNormRequest(); FillTensor(r.mutable_input(), v1::F32, {2}); return r; },
-       kInvalid, {"input: expected unset for qk_norm"}},
-      {"output_dtype", [] { auto r = RmsNormRequest(); r.set_output_dtype(static_cast<v1::DType>(7)); return r; },
-       kInvalid, {"output_dtype", "got unknown (7)"}},
-      {"return_sum_norm_then_add", [] { auto r = RmsNormRequest(); auto* res = r.mutable_rms_norm()->mutable_residual();
-                                        FillTensor(res->mutable_skip(), v1::F32, {2, 4}); res->set_placement(v1::NORM_THEN_ADD);
-                                        res->set_return_sum(true); return r; },
-       C::kUnimplemented, {"rms_norm.residual.return_sum", "ADD_THEN_NORM"}},
-      {"unknown_eps_placement", [] { auto r = LayerNormRequest(); r.mutable_layer_norm()->set_eps_placement(static_cast<v1::EpsPlacement>(5)); return r; },
-       C::kUnimplemented, {"layer_norm.eps_placement", "got 5"}},
-      {"unknown_layout", [] { auto r = GroupNormRequest(2); r.mutable_group_norm()->set_layout(static_cast<v1::Layout>(4)); return r; },
-       C::kUnimplemented, {"group_norm.layout", "got 4"}},
-      {"unknown_backend", [] { auto r = RmsNormRequest(); r.set_backend(static_cast<v1::Backend>(9)); return r; },
-       C::kUnimplemented, {"backend", "got 9"}},
+      {"in_missing_running",
+       [] {
+         auto r = InstanceNormRequest();
+         r.mutable_instance_norm()->set_no_input_stats(true);
+         return r;
+       },
+       kInvalid,
+       {"instance_norm.running_mean", "required with no_input_stats"}},
+      {"skip_shape",
+       [] {
+         auto r = RmsNormRequest();
+         FillTensor(r.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::F32, {2, 5});
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.residual.skip.shape", "expected [2, 4]", "got [2, 5]"}},
+      {"skip_dtype",
+       [] {
+         auto r = LayerNormRequest();
+         FillTensor(r.mutable_layer_norm()->mutable_residual()->mutable_skip(), v1::F16, {2, 4});
+         return r;
+       },
+       kInvalid,
+       {"layer_norm.residual.skip.dtype", "expected F32", "got F16"}},
+      {"alpha_inf",
+       [] {
+         auto r = RmsNormRequest();
+         auto* res = r.mutable_rms_norm()->mutable_residual();
+         FillTensor(res->mutable_skip(), v1::F32, {2, 4});
+         res->set_alpha(INFINITY);
+         return r;
+       },
+       kInvalid,
+       {"rms_norm.residual.alpha", "finite"}},
+      {"qk_q_weight",
+       [] {
+         auto r = QkNormRequest(8, 8);
+         FillTensor(r.mutable_qk_norm()->mutable_q_weight(), v1::F32, {4});
+         return r;
+       },
+       kInvalid,
+       {"qk_norm.q_weight.shape", "expected [8]", "head_dim of q", "got [4]"}},
+      {"qk_k_weight",
+       [] {
+         auto r = QkNormRequest(8, 16);
+         FillTensor(r.mutable_qk_norm()->mutable_k_weight(), v1::F32, {8});
+         return r;
+       },
+       kInvalid,
+       {"qk_norm.k_weight.shape", "expected [16]", "got [8]"}},
+      {"qk_with_input",
+       [] {
+         auto r = QkNormRequest();
+         FillTensor(r.mutable_input(), v1::F32, {2});
+         return r;
+       },
+       kInvalid,
+       {"input: expected unset for qk_norm"}},
+      {"output_dtype",
+       [] {
+         auto r = RmsNormRequest();
+         r.set_output_dtype(static_cast<v1::DType>(7));
+         return r;
+       },
+       kInvalid,
+       {"output_dtype", "got unknown (7)"}},
+      {"return_sum_norm_then_add",
+       [] {
+         auto r = RmsNormRequest();
+         auto* res = r.mutable_rms_norm()->mutable_residual();
+         FillTensor(res->mutable_skip(), v1::F32, {2, 4});
+         res->set_placement(v1::NORM_THEN_ADD);
+         res->set_return_sum(true);
+         return r;
+       },
+       C::kUnimplemented,
+       {"rms_norm.residual.return_sum", "ADD_THEN_NORM"}},
+      {"unknown_eps_placement",
+       [] {
+         auto r = LayerNormRequest();
+         r.mutable_layer_norm()->set_eps_placement(static_cast<v1::EpsPlacement>(5));
+         return r;
+       },
+       C::kUnimplemented,
+       {"layer_norm.eps_placement", "got 5"}},
+      {"unknown_layout",
+       [] {
+         auto r = GroupNormRequest(2);
+         r.mutable_group_norm()->set_layout(static_cast<v1::Layout>(4));
+         return r;
+       },
+       C::kUnimplemented,
+       {"group_norm.layout", "got 4"}},
+      {"unknown_backend",
+       [] {
+         auto r = RmsNormRequest();
+         r.set_backend(static_cast<v1::Backend>(9));
+         return r;
+       },
+       C::kUnimplemented,
+       {"backend", "got 9"}},
   };
 }
 

@@ -101,8 +101,8 @@ struct QkNormOptions : CommonOptions {
 
 // What an op returned; the optional parts are set when the op produces them.
 struct NormResult {
-  HostTensor output;                    // y (QK-norm: q normalized)
-  std::optional<HostTensor> k_output;   // QK-norm
+  HostTensor output;                   // y (QK-norm: q normalized)
+  std::optional<HostTensor> k_output;  // QK-norm
   std::optional<HostTensor> residual_sum;
   std::optional<HostTensor> batch_mean, batch_var, running_mean, running_var;
   Backend backend = Backend::kCpu;

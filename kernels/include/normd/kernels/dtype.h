@@ -22,9 +22,12 @@ inline constexpr int ElementSize(DType t) { return t == DType::kF32 ? 4 : 2; }
 
 inline constexpr const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }

@@ -42,8 +42,8 @@ struct RowNormArgs {
   ConstTensor bias;    // [cols] or absent (LayerNorm)
   double eps = kDefaultRmsNormEps;
   EpsPlacement eps_placement = EpsPlacement::kInsideSqrt;
-  double weight_offset = 0.0;     // RMSNorm
-  double partial_fraction = 1.0;  // RMSNorm
+  double weight_offset = 0.0;       // RMSNorm
+  double partial_fraction = 1.0;    // RMSNorm
   bool cast_before_weight = false;  // RMSNorm: round x*r to x's dtype before the weight
   ResidualPlacement residual = ResidualPlacement::kNone;
   ConstTensor skip;  // rows*cols, present iff residual != kNone
@@ -63,8 +63,8 @@ struct BatchNormArgs {
   double momentum = kDefaultBatchNormMomentum;
   double eps = kDefaultBatchNormEps;
   MutTensor y;
-  MutTensor batch_mean, batch_var;                // training only, optional
-  MutTensor running_mean_out, running_var_out;    // training with running stats, optional
+  MutTensor batch_mean, batch_var;              // training only, optional
+  MutTensor running_mean_out, running_var_out;  // training with running stats, optional
 };
 
 // Statistics per (sample, group) over C/G channels x S positions; affine per channel.

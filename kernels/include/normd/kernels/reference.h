@@ -21,8 +21,8 @@ RowNormResult RowNorm(const RowNormArgs& args);
 
 struct BatchNormResult {
   std::vector<double> y;
-  std::vector<double> mean, var;                   // training only (var biased)
-  std::vector<double> running_mean, running_var;   // training with running stats only
+  std::vector<double> mean, var;                  // training only (var biased)
+  std::vector<double> running_mean, running_var;  // training with running stats only
 };
 BatchNormResult BatchNorm(const BatchNormArgs& args);
 
