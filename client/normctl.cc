@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
 #include "common/cli_flags.h"
+#include "common/status_macros.h"
 #include "normd/client.h"
 
 namespace normd {
@@ -63,14 +64,6 @@ const std::map<std::string, bool> kFlags = {{"target", false},
                                             {"decoder-layers", false},
                                             {"help", true}};
 
-// Thrown-free error plumbing: every step returns a Status, main prints it once.
-#define NORMCTL_ASSIGN(lhs, expr)               \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = std::move(*lhs##_or)
-#define NORMCTL_RETURN_IF_ERROR(expr) \
-  if (absl::Status _s = (expr); !_s.ok()) return _s
-
 class Ctl {
  public:
   explicit Ctl(const CliFlags& f) : f_(f) {}
@@ -91,13 +84,13 @@ class Ctl {
   absl::StatusOr<std::optional<HostTensor>> Data(const std::string& flag) const {
     const auto path = f_.Find(flag);
     if (!path) return std::optional<HostTensor>();
-    NORMCTL_ASSIGN(t, ReadNpy(*path));
-    NORMCTL_ASSIGN(dtype, WireDType());
+    NORMD_ASSIGN_OR_RETURN(auto t, ReadNpy(*path));
+    NORMD_ASSIGN_OR_RETURN(auto dtype, WireDType());
     if (dtype && *dtype != t.dtype) t = HostTensor::FromFloats(*dtype, t.shape, t.ToFloats());
     return std::optional<HostTensor>(std::move(t));
   }
   absl::StatusOr<HostTensor> Required(const std::string& flag) const {
-    NORMCTL_ASSIGN(t, Data(flag));
+    NORMD_ASSIGN_OR_RETURN(auto t, Data(flag));
     if (!t) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is required"));
     return std::move(*t);
   }
@@ -105,8 +98,8 @@ class Ctl {
   absl::StatusOr<std::optional<HostTensor>> Param(const std::string& flag) const {
     const auto path = f_.Find(flag);
     if (!path) return std::optional<HostTensor>();
-    NORMCTL_ASSIGN(t, ReadNpy(*path));
-    NORMCTL_ASSIGN(dtype, WireDType());
+    NORMD_ASSIGN_OR_RETURN(auto t, ReadNpy(*path));
+    NORMD_ASSIGN_OR_RETURN(auto dtype, WireDType());
     if (dtype && *dtype != t.dtype && t.dtype != DType::kF32) {
       t = HostTensor::FromFloats(DType::kF32, t.shape, t.ToFloats());
     }
@@ -127,11 +120,11 @@ class Ctl {
         absl::StrCat("--layout: expected channels-first or channels-last, got '", v, "'"));
   }
   absl::StatusOr<std::optional<ResidualOptions>> Residual() const {
-    NORMCTL_ASSIGN(skip, Data("skip"));
+    NORMD_ASSIGN_OR_RETURN(auto skip, Data("skip"));
     if (!skip) return std::optional<ResidualOptions>();
     ResidualOptions r;
     r.skip = std::move(*skip);
-    NORMCTL_ASSIGN(alpha, f_.GetDouble("alpha", 1.0));
+    NORMD_ASSIGN_OR_RETURN(auto alpha, f_.GetDouble("alpha", 1.0));
     r.alpha = alpha;
     const std::string p = f_.GetString("placement", "add-then-norm");
     if (p == "add-then-norm") {
@@ -164,14 +157,14 @@ class Ctl {
     return WriteNpy(*path, *t);
   }
   absl::Status WriteResult(const NormResult& r) const {
-    NORMCTL_RETURN_IF_ERROR(Write("output", r.output));
-    NORMCTL_RETURN_IF_ERROR(Write("sum-out", r.residual_sum));
+    NORMD_RETURN_IF_ERROR(Write("output", r.output));
+    NORMD_RETURN_IF_ERROR(Write("sum-out", r.residual_sum));
     if (const auto prefix = f_.Find("stats-out")) {
       for (const auto& [suffix, t] : {std::pair{".mean.npy", &r.batch_mean},
                                       {".var.npy", &r.batch_var},
                                       {".running_mean.npy", &r.running_mean},
                                       {".running_var.npy", &r.running_var}}) {
-        if (*t) NORMCTL_RETURN_IF_ERROR(WriteNpy(*prefix + suffix, **t));
+        if (*t) NORMD_RETURN_IF_ERROR(WriteNpy(*prefix + suffix, **t));
       }
     }
     if (!f_.Has("output")) std::cerr << "normctl: no --output given; result not written\n";
@@ -181,9 +174,10 @@ class Ctl {
 
   absl::Status Connect() {
     ClientOptions options;
-    NORMCTL_ASSIGN(ms, f_.GetInt("timeout-ms", 30000));
+    NORMD_ASSIGN_OR_RETURN(auto ms, f_.GetInt("timeout-ms", 30000));
     options.timeout = absl::Milliseconds(ms);
-    NORMCTL_ASSIGN(c, Client::Create(f_.GetString("target", "localhost:50051"), options));
+    NORMD_ASSIGN_OR_RETURN(auto c,
+                           Client::Create(f_.GetString("target", "localhost:50051"), options));
     client_ = std::move(c);
     return absl::OkStatus();
   }
@@ -193,9 +187,9 @@ class Ctl {
 };
 
 absl::Status Ctl::Run(const std::string& op) {
-  NORMCTL_RETURN_IF_ERROR(Connect());
+  NORMD_RETURN_IF_ERROR(Connect());
   if (op == "info") {
-    NORMCTL_ASSIGN(info, client_->GetServerInfo());
+    NORMD_ASSIGN_OR_RETURN(auto info, client_->GetServerInfo());
     std::cout << info.DebugString();
     return absl::OkStatus();
   }
@@ -209,8 +203,8 @@ absl::Status Ctl::Run(const std::string& op) {
       return absl::InvalidArgumentError(
           absl::StrCat("--arch: expected encoder, decoder or encoder-decoder, got '", arch, "'"));
     }
-    NORMCTL_ASSIGN(n, f_.GetInt("encoder-layers", 0));
-    NORMCTL_ASSIGN(m, f_.GetInt("decoder-layers", 0));
+    NORMD_ASSIGN_OR_RETURN(auto n, f_.GetInt("encoder-layers", 0));
+    NORMD_ASSIGN_OR_RETURN(auto m, f_.GetInt("decoder-layers", 0));
     NORMCTL_ASSIGN(c,
                    client_->GetDeepNormCoefficients(a, static_cast<int>(n), static_cast<int>(m)));
     if (c.has_encoder_alpha())
@@ -221,18 +215,18 @@ absl::Status Ctl::Run(const std::string& op) {
                   c.decoder_beta());
     return absl::OkStatus();
   }
-  NORMCTL_ASSIGN(eps, Eps());
+  NORMD_ASSIGN_OR_RETURN(auto eps, Eps());
   if (op == "layer-norm" || op == "rms-norm" || op == "l2-norm") {
-    NORMCTL_ASSIGN(x, Required("input"));
-    NORMCTL_ASSIGN(weight, Param("weight"));
-    NORMCTL_ASSIGN(residual, Residual());
+    NORMD_ASSIGN_OR_RETURN(auto x, Required("input"));
+    NORMD_ASSIGN_OR_RETURN(auto weight, Param("weight"));
+    NORMD_ASSIGN_OR_RETURN(auto residual, Residual());
     absl::StatusOr<NormResult> r;
     if (op == "layer-norm") {
       LayerNormOptions o;
-      NORMCTL_RETURN_IF_ERROR(Common(&o));
-      NORMCTL_ASSIGN(k, f_.GetInt("normalized-ndim", 1));
-      NORMCTL_ASSIGN(bias, Param("bias"));
-      NORMCTL_ASSIGN(placement, Placement());
+      NORMD_RETURN_IF_ERROR(Common(&o));
+      NORMD_ASSIGN_OR_RETURN(auto k, f_.GetInt("normalized-ndim", 1));
+      NORMD_ASSIGN_OR_RETURN(auto bias, Param("bias"));
+      NORMD_ASSIGN_OR_RETURN(auto placement, Placement());
       o.normalized_ndim = static_cast<int>(k);
       o.weight = weight;
       o.bias = bias;
@@ -242,10 +236,10 @@ absl::Status Ctl::Run(const std::string& op) {
       r = client_->LayerNorm(x, o);
     } else if (op == "rms-norm") {
       RmsNormOptions o;
-      NORMCTL_RETURN_IF_ERROR(Common(&o));
-      NORMCTL_ASSIGN(offset, f_.GetDouble("weight-offset", 0.0));
-      NORMCTL_ASSIGN(partial, f_.FindDouble("partial-fraction"));
-      NORMCTL_ASSIGN(placement, Placement());
+      NORMD_RETURN_IF_ERROR(Common(&o));
+      NORMD_ASSIGN_OR_RETURN(auto offset, f_.GetDouble("weight-offset", 0.0));
+      NORMD_ASSIGN_OR_RETURN(auto partial, f_.FindDouble("partial-fraction"));
+      NORMD_ASSIGN_OR_RETURN(auto placement, Placement());
       o.weight = weight;
       o.eps = eps;
       o.weight_offset = offset;
@@ -256,7 +250,7 @@ absl::Status Ctl::Run(const std::string& op) {
       r = client_->RmsNorm(x, o);
     } else {
       L2NormOptions o;
-      NORMCTL_RETURN_IF_ERROR(Common(&o));
+      NORMD_RETURN_IF_ERROR(Common(&o));
       o.eps = eps;
       r = client_->L2Norm(x, o);
     }
@@ -264,17 +258,17 @@ absl::Status Ctl::Run(const std::string& op) {
     return WriteResult(*r);
   }
   if (op == "batch-norm" || op == "group-norm" || op == "instance-norm") {
-    NORMCTL_ASSIGN(x, Required("input"));
-    NORMCTL_ASSIGN(weight, Param("weight"));
-    NORMCTL_ASSIGN(bias, Param("bias"));
-    NORMCTL_ASSIGN(rm, Param("running-mean"));
-    NORMCTL_ASSIGN(rv, Param("running-var"));
-    NORMCTL_ASSIGN(layout, GetLayout());
+    NORMD_ASSIGN_OR_RETURN(auto x, Required("input"));
+    NORMD_ASSIGN_OR_RETURN(auto weight, Param("weight"));
+    NORMD_ASSIGN_OR_RETURN(auto bias, Param("bias"));
+    NORMD_ASSIGN_OR_RETURN(auto rm, Param("running-mean"));
+    NORMD_ASSIGN_OR_RETURN(auto rv, Param("running-var"));
+    NORMD_ASSIGN_OR_RETURN(auto layout, GetLayout());
     absl::StatusOr<NormResult> r;
     if (op == "batch-norm") {
       BatchNormOptions o;
-      NORMCTL_RETURN_IF_ERROR(Common(&o));
-      NORMCTL_ASSIGN(momentum, f_.FindDouble("momentum"));
+      NORMD_RETURN_IF_ERROR(Common(&o));
+      NORMD_ASSIGN_OR_RETURN(auto momentum, f_.FindDouble("momentum"));
       o.weight = weight;
       o.bias = bias;
       o.running_mean = rm;
@@ -286,8 +280,8 @@ absl::Status Ctl::Run(const std::string& op) {
       r = client_->BatchNorm(x, o);
     } else if (op == "group-norm") {
       GroupNormOptions o;
-      NORMCTL_RETURN_IF_ERROR(Common(&o));
-      NORMCTL_ASSIGN(groups, f_.GetInt("groups", 1));
+      NORMD_RETURN_IF_ERROR(Common(&o));
+      NORMD_ASSIGN_OR_RETURN(auto groups, f_.GetInt("groups", 1));
       o.num_groups = static_cast<int>(groups);
       o.weight = weight;
       o.bias = bias;
@@ -296,7 +290,7 @@ absl::Status Ctl::Run(const std::string& op) {
       r = client_->GroupNorm(x, o);
     } else {
       InstanceNormOptions o;
-      NORMCTL_RETURN_IF_ERROR(Common(&o));
+      NORMD_RETURN_IF_ERROR(Common(&o));
       o.weight = weight;
       o.bias = bias;
       o.running_mean = rm;
@@ -310,12 +304,12 @@ absl::Status Ctl::Run(const std::string& op) {
     return WriteResult(*r);
   }
   if (op == "qk-norm") {
-    NORMCTL_ASSIGN(q, Required("q"));
-    NORMCTL_ASSIGN(k, Required("k"));
+    NORMD_ASSIGN_OR_RETURN(auto q, Required("q"));
+    NORMD_ASSIGN_OR_RETURN(auto k, Required("k"));
     QkNormOptions o;
-    NORMCTL_RETURN_IF_ERROR(Common(&o));
-    NORMCTL_ASSIGN(qw, Param("q-weight"));
-    NORMCTL_ASSIGN(kw, Param("k-weight"));
+    NORMD_RETURN_IF_ERROR(Common(&o));
+    NORMD_ASSIGN_OR_RETURN(auto qw, Param("q-weight"));
+    NORMD_ASSIGN_OR_RETURN(auto kw, Param("k-weight"));
     const std::string kind = f_.GetString("kind", "rms");
     if (kind == "rms")
       o.kind = QkNormOptions::Kind::kRms;
@@ -329,8 +323,8 @@ absl::Status Ctl::Run(const std::string& op) {
     o.q_weight = qw;
     o.k_weight = kw;
     o.eps = eps;
-    NORMCTL_ASSIGN(r, client_->QkNorm(q, k, o));
-    NORMCTL_RETURN_IF_ERROR(Write("q-out", r.output));
+    NORMD_ASSIGN_OR_RETURN(auto r, client_->QkNorm(q, k, o));
+    NORMD_RETURN_IF_ERROR(Write("q-out", r.output));
     return Write("k-out", r.k_output);
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown OP '", op, "'"));

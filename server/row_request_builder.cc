@@ -4,6 +4,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "server/request_builder.h"
 
 namespace normd::server {
@@ -37,21 +38,21 @@ absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols
   a->y = AllocateOutput(y_out, ctx.output_dtype.value_or(x.dtype), x.shape);
   if (residual == nullptr) return absl::OkStatus();
   const std::string field = absl::StrCat(prefix, ".residual");
-  absl::StatusOr<TensorInfo> skip = CheckTensor(residual->skip(), field + ".skip", ctx.limits);
-  if (!skip.ok()) return skip.status();
-  if (skip->shape != x.shape) {
+  NORMD_ASSIGN_OR_RETURN(TensorInfo skip,
+                         CheckTensor(residual->skip(), field + ".skip", ctx.limits));
+  if (skip.shape != x.shape) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".skip.shape: expected ", ShapeString(x.shape),
-                     " (the input's shape), got ", ShapeString(skip->shape)));
+                     " (the input's shape), got ", ShapeString(skip.shape)));
   }
-  if (skip->dtype != x.dtype) {
+  if (skip.dtype != x.dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".skip.dtype: expected ", kernels::DTypeName(x.dtype),
-                     " (the input's dtype), got ", kernels::DTypeName(skip->dtype)));
+                     " (the input's dtype), got ", kernels::DTypeName(skip.dtype)));
   }
-  a->skip = skip->view();
+  a->skip = skip.view();
   a->alpha = residual->has_alpha() ? residual->alpha() : 1.0;
-  if (absl::Status s = CheckFinite(a->alpha, field + ".alpha"); !s.ok()) return s;
+  NORMD_RETURN_IF_ERROR(CheckFinite(a->alpha, field + ".alpha"));
   switch (residual->placement()) {
     case v1::ADD_THEN_NORM:
       a->residual = ResidualPlacement::kAddThenNorm;
@@ -89,16 +90,15 @@ void Finish(const TensorInfo& x, Job* job) {
 
 absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
   const v1::LayerNormParams& p = ctx.request.layer_norm();
-  absl::StatusOr<TensorInfo> x = Input(ctx);
-  if (!x.ok()) return x.status();
-  const int rank = static_cast<int>(x->shape.size());
+  NORMD_ASSIGN_OR_RETURN(TensorInfo x, Input(ctx));
+  const int rank = static_cast<int>(x.shape.size());
   const int k = p.normalized_ndim() == 0 ? 1 : p.normalized_ndim();
   if (k < 1 || k > rank) {
     return absl::InvalidArgumentError(absl::StrCat("layer_norm.normalized_ndim: expected 1 to ",
                                                    rank, " (the input's rank), got ",
                                                    p.normalized_ndim()));
   }
-  const absl::Span<const int64_t> normalized(x->shape.data() + rank - k, k);
+  const absl::Span<const int64_t> normalized(x.shape.data() + rank - k, k);
   RowNormArgs& a = job->row;
   a.kind = RowNormKind::kLayer;
   for (const auto& [present, tensor, name, out] :
@@ -106,51 +106,45 @@ absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
         std::tuple{p.has_bias(), &p.bias(), "bias", &a.bias}}) {
     if (!present) continue;
     const std::string field = absl::StrCat("layer_norm.", name);
-    absl::StatusOr<TensorInfo> t = CheckTensor(*tensor, field, ctx.limits);
-    if (!t.ok()) return t.status();
-    if (!absl::c_equal(t->shape, normalized)) {
+    NORMD_ASSIGN_OR_RETURN(TensorInfo t, CheckTensor(*tensor, field, ctx.limits));
+    if (!absl::c_equal(t.shape, normalized)) {
       // PyTorch's wording, where the parameter's shape is the normalized_shape.
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": Given normalized_shape=", ShapeString(t->shape),
-                       ", expected input with shape [*, ", absl::StrJoin(t->shape, ", "),
-                       "], but got input of size ", ShapeString(x->shape)));
+          absl::StrCat(field, ": Given normalized_shape=", ShapeString(t.shape),
+                       ", expected input with shape [*, ", absl::StrJoin(t.shape, ", "),
+                       "], but got input of size ", ShapeString(x.shape)));
     }
-    absl::StatusOr<kernels::ConstTensor> v =
-        CheckParam(*tensor, field, normalized, x->dtype, ctx.limits);
-    if (!v.ok()) return v.status();
-    *out = *v;
+    NORMD_ASSIGN_OR_RETURN(kernels::ConstTensor v,
+                           CheckParam(*tensor, field, normalized, x.dtype, ctx.limits));
+    *out = v;
   }
   a.eps = p.has_eps() ? p.eps() : kernels::kDefaultLayerNormEps;
-  if (absl::Status s = CheckEps(a.eps, "layer_norm.eps"); !s.ok()) return s;
-  absl::StatusOr<EpsPlacement> placement =
-      KernelEpsPlacement(p.eps_placement(), "layer_norm.eps_placement");
-  if (!placement.ok()) return placement.status();
-  a.eps_placement = *placement;
-  absl::Status s = SetRowIo(ctx, *x, SaturatingProduct(normalized),
-                            p.has_residual() ? &p.residual() : nullptr, "layer_norm", &a,
-                            ctx.response->mutable_output(), ctx.response->mutable_residual_sum());
-  if (!s.ok()) return s;
-  Finish(*x, job);
+  NORMD_RETURN_IF_ERROR(CheckEps(a.eps, "layer_norm.eps"));
+  NORMD_ASSIGN_OR_RETURN(EpsPlacement placement,
+                         KernelEpsPlacement(p.eps_placement(), "layer_norm.eps_placement"));
+  a.eps_placement = placement;
+  NORMD_RETURN_IF_ERROR(SetRowIo(
+      ctx, x, SaturatingProduct(normalized), p.has_residual() ? &p.residual() : nullptr,
+      "layer_norm", &a, ctx.response->mutable_output(), ctx.response->mutable_residual_sum()));
+  Finish(x, job);
   return absl::OkStatus();
 }
 
 absl::Status BuildRmsNorm(const BuildContext& ctx, Job* job) {
   const v1::RmsNormParams& p = ctx.request.rms_norm();
-  absl::StatusOr<TensorInfo> x = Input(ctx);
-  if (!x.ok()) return x.status();
-  const int64_t d = x->shape.back();
+  NORMD_ASSIGN_OR_RETURN(TensorInfo x, Input(ctx));
+  const int64_t d = x.shape.back();
   RowNormArgs& a = job->row;
   a.kind = RowNormKind::kRms;
   if (p.has_weight()) {
-    absl::StatusOr<kernels::ConstTensor> w =
-        CheckParam(p.weight(), "rms_norm.weight", {d}, x->dtype, ctx.limits);
-    if (!w.ok()) return w.status();
-    a.weight = *w;
+    NORMD_ASSIGN_OR_RETURN(kernels::ConstTensor w,
+                           CheckParam(p.weight(), "rms_norm.weight", {d}, x.dtype, ctx.limits));
+    a.weight = w;
   }
   a.eps = p.has_eps() ? p.eps() : kernels::kDefaultRmsNormEps;
-  if (absl::Status s = CheckEps(a.eps, "rms_norm.eps"); !s.ok()) return s;
+  NORMD_RETURN_IF_ERROR(CheckEps(a.eps, "rms_norm.eps"));
   a.weight_offset = p.weight_offset();
-  if (absl::Status s = CheckFinite(a.weight_offset, "rms_norm.weight_offset"); !s.ok()) return s;
+  NORMD_RETURN_IF_ERROR(CheckFinite(a.weight_offset, "rms_norm.weight_offset"));
   if (a.weight_offset != 0 && !p.has_weight()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rms_norm.weight: required when weight_offset is set (got weight_offset=", a.weight_offset,
@@ -161,30 +155,27 @@ absl::Status BuildRmsNorm(const BuildContext& ctx, Job* job) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rms_norm.partial_fraction: expected a value in (0, 1], got ", a.partial_fraction));
   }
-  absl::StatusOr<EpsPlacement> placement =
-      KernelEpsPlacement(p.eps_placement(), "rms_norm.eps_placement");
-  if (!placement.ok()) return placement.status();
-  a.eps_placement = *placement;
+  NORMD_ASSIGN_OR_RETURN(EpsPlacement placement,
+                         KernelEpsPlacement(p.eps_placement(), "rms_norm.eps_placement"));
+  a.eps_placement = placement;
   a.cast_before_weight = p.cast_before_weight();
-  absl::Status s = SetRowIo(ctx, *x, d, p.has_residual() ? &p.residual() : nullptr, "rms_norm", &a,
-                            ctx.response->mutable_output(), ctx.response->mutable_residual_sum());
-  if (!s.ok()) return s;
-  Finish(*x, job);
+  NORMD_RETURN_IF_ERROR(SetRowIo(ctx, x, d, p.has_residual() ? &p.residual() : nullptr, "rms_norm",
+                                 &a, ctx.response->mutable_output(),
+                                 ctx.response->mutable_residual_sum()));
+  Finish(x, job);
   return absl::OkStatus();
 }
 
 absl::Status BuildL2Norm(const BuildContext& ctx, Job* job) {
   const v1::L2NormParams& p = ctx.request.l2_norm();
-  absl::StatusOr<TensorInfo> x = Input(ctx);
-  if (!x.ok()) return x.status();
+  NORMD_ASSIGN_OR_RETURN(TensorInfo x, Input(ctx));
   RowNormArgs& a = job->row;
   a.kind = RowNormKind::kL2;
   a.eps = p.has_eps() ? p.eps() : kernels::kDefaultL2NormEps;
-  if (absl::Status s = CheckEps(a.eps, "l2_norm.eps"); !s.ok()) return s;
-  absl::Status s = SetRowIo(ctx, *x, x->shape.back(), nullptr, "l2_norm", &a,
-                            ctx.response->mutable_output(), nullptr);
-  if (!s.ok()) return s;
-  Finish(*x, job);
+  NORMD_RETURN_IF_ERROR(CheckEps(a.eps, "l2_norm.eps"));
+  NORMD_RETURN_IF_ERROR(SetRowIo(ctx, x, x.shape.back(), nullptr, "l2_norm", &a,
+                                 ctx.response->mutable_output(), nullptr));
+  Finish(x, job);
   return absl::OkStatus();
 }
 
@@ -215,7 +206,7 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
           "qk_norm.kind: expected QK_RMS, QK_LAYER or QK_L2, got ", static_cast<int>(p.kind())));
   }
   const double eps = p.has_eps() ? p.eps() : default_eps;
-  if (absl::Status s = CheckEps(eps, "qk_norm.eps"); !s.ok()) return s;
+  NORMD_RETURN_IF_ERROR(CheckEps(eps, "qk_norm.eps"));
   int64_t bytes = 0;
   bool empty = true;
   for (const auto& [tensor, weight, has_weight, name, a, out] :
@@ -223,29 +214,26 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
                    ctx.response->mutable_output()},
         std::tuple{&p.k(), &p.k_weight(), p.has_k_weight(), "k", &job->row_k,
                    ctx.response->mutable_k_output()}}) {
-    absl::StatusOr<TensorInfo> t = CheckTensor(*tensor, absl::StrCat("qk_norm.", name), ctx.limits);
-    if (!t.ok()) return t.status();
-    const int64_t head_dim = t->shape.back();
+    NORMD_ASSIGN_OR_RETURN(TensorInfo t,
+                           CheckTensor(*tensor, absl::StrCat("qk_norm.", name), ctx.limits));
+    const int64_t head_dim = t.shape.back();
     a->kind = kind;
     a->eps = eps;
     if (has_weight) {
       const std::string field = absl::StrCat("qk_norm.", name, "_weight");
-      absl::StatusOr<TensorInfo> w = CheckTensor(*weight, field, ctx.limits);
-      if (!w.ok()) return w.status();
-      if (w->shape != std::vector<int64_t>{head_dim}) {
+      NORMD_ASSIGN_OR_RETURN(TensorInfo w, CheckTensor(*weight, field, ctx.limits));
+      if (w.shape != std::vector<int64_t>{head_dim}) {
         return absl::InvalidArgumentError(
             absl::StrCat(field, ".shape: expected [", head_dim, "] (head_dim of ", name, " ",
-                         ShapeString(t->shape), "), got ", ShapeString(w->shape)));
+                         ShapeString(t.shape), "), got ", ShapeString(w.shape)));
       }
-      absl::StatusOr<kernels::ConstTensor> v =
-          CheckParam(*weight, field, {head_dim}, t->dtype, ctx.limits);
-      if (!v.ok()) return v.status();
-      a->weight = *v;
+      NORMD_ASSIGN_OR_RETURN(kernels::ConstTensor v,
+                             CheckParam(*weight, field, {head_dim}, t.dtype, ctx.limits));
+      a->weight = v;
     }
-    absl::Status s = SetRowIo(ctx, *t, head_dim, nullptr, "qk_norm", a, out, nullptr);
-    if (!s.ok()) return s;
-    bytes += t->numel * kernels::ElementSize(t->dtype);
-    empty = empty && t->numel == 0;
+    NORMD_RETURN_IF_ERROR(SetRowIo(ctx, t, head_dim, nullptr, "qk_norm", a, out, nullptr));
+    bytes += t.numel * kernels::ElementSize(t.dtype);
+    empty = empty && t.numel == 0;
   }
   job->family = Job::Family::kQkNorm;
   job->input_bytes = bytes;
