@@ -205,8 +205,8 @@ absl::Status Ctl::Run(const std::string& op) {
     }
     NORMD_ASSIGN_OR_RETURN(auto n, f_.GetInt("encoder-layers", 0));
     NORMD_ASSIGN_OR_RETURN(auto m, f_.GetInt("decoder-layers", 0));
-    NORMCTL_ASSIGN(c,
-                   client_->GetDeepNormCoefficients(a, static_cast<int>(n), static_cast<int>(m)));
+    NORMD_ASSIGN_OR_RETURN(
+        auto c, client_->GetDeepNormCoefficients(a, static_cast<int>(n), static_cast<int>(m)));
     if (c.has_encoder_alpha())
       std::printf("encoder alpha = %.9g\nencoder beta = %.9g\n", c.encoder_alpha(),
                   c.encoder_beta());
