@@ -37,13 +37,17 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("listen: could not bind ", options.listen));
   }
+  s->server_->GetHealthCheckService()->SetServingStatus(v1::NormService::service_full_name(), true);
   spdlog::info("normd listening on {} (port {}), backends: cpu [{}]", options.listen, s->port_,
                s->scheduler_->backends().front()->device());
   return s;
 }
 
 void NormServer::Shutdown() {
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (!server_) return;
+  // Health first, so that probes and balancers stop sending before the listener closes.
+  server_->GetHealthCheckService()->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 NormServer::~NormServer() { Shutdown(); }

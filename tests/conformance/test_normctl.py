@@ -168,6 +168,9 @@ class GenericToolsTest(unittest.TestCase):
         check = self.channel.unary_unary("/grpc.health.v1.Health/Check")
         # HealthCheckResponse{status: SERVING (1)} is field 1, varint 1.
         self.assertEqual(check(b"", timeout=10), b"\x08\x01")
+        # HealthCheckRequest{service: "normd.v1.NormService"}: field 1, length-delimited.
+        name = b"normd.v1.NormService"
+        self.assertEqual(check(b"\x0a" + bytes([len(name)]) + name, timeout=10), b"\x08\x01")
 
     def test_reflection_lists_the_service(self):
         for version in ("v1alpha", "v1"):

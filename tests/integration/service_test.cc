@@ -46,7 +46,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   // Sends the typed call and checks it against the oracle on the request it sent.
-  template <class Options, class Call>
+  template <class Call>
   void Check(const v1::NormalizeRequest& request, Call call, const std::string& what) {
     absl::StatusOr<NormResult> r = call();
     ASSERT_TRUE(r.ok()) << what << ": " << r.status();
@@ -80,14 +80,14 @@ TEST_F(ServiceTest, LayerNormEveryDtypeAndOption) {
     o.bias = Random(t, {6, 33});
     o.normalized_ndim = 2;
     HostTensor x = Random(t, {3, 6, 33}, 2, 3);
-    Check<LayerNormOptions>(
+    Check(
         MakeRequest(x, o), [&] { return client_->LayerNorm(x, o); },
         absl::StrCat("layer_norm k=2 ", DTypeName(t)));
     LayerNormOptions res;
     res.eps_placement = EpsPlacement::kAddToStd;
     res.residual =
         ResidualOptions{Random(t, {3, 6, 33}), 1.7, ResidualOptions::Placement::kAddThenNorm, true};
-    Check<LayerNormOptions>(
+    Check(
         MakeRequest(x, res), [&] { return client_->LayerNorm(x, res); },
         absl::StrCat("layer_norm residual ", DTypeName(t)));
   }
@@ -100,7 +100,7 @@ TEST_F(ServiceTest, RmsNormEveryDtypeAndOption) {
     gemma.weight = Random(t, {4097}, 0, 0.1f);
     gemma.weight_offset = 1;
     gemma.partial_fraction = 0.25;
-    Check<RmsNormOptions>(
+    Check(
         MakeRequest(x, gemma), [&] { return client_->RmsNorm(x, gemma); },
         absl::StrCat("rms_norm gemma partial ", DTypeName(t)));
     RmsNormOptions hf;
@@ -109,7 +109,7 @@ TEST_F(ServiceTest, RmsNormEveryDtypeAndOption) {
     hf.output_dtype = DType::kF32;
     hf.residual =
         ResidualOptions{Random(t, {5, 4097}), 0.5, ResidualOptions::Placement::kNormThenAdd, false};
-    Check<RmsNormOptions>(
+    Check(
         MakeRequest(x, hf), [&] { return client_->RmsNorm(x, hf); },
         absl::StrCat("rms_norm hf norm-then-add ", DTypeName(t)));
   }
@@ -119,7 +119,7 @@ TEST_F(ServiceTest, L2AndQkNorm) {
   for (DType t : kDtypes) {
     HostTensor x = Random(t, {7, 64});
     L2NormOptions l2;
-    Check<L2NormOptions>(
+    Check(
         MakeRequest(x, l2), [&] { return client_->L2Norm(x, l2); },
         absl::StrCat("l2_norm ", DTypeName(t)));
     for (auto kind :
@@ -131,7 +131,7 @@ TEST_F(ServiceTest, L2AndQkNorm) {
         o.q_weight = Random(DType::kF32, {128}, 1, 0.1f);
         o.k_weight = Random(t, {128}, 1, 0.1f);
       }
-      Check<QkNormOptions>(
+      Check(
           MakeRequest(q, k, o), [&] { return client_->QkNorm(q, k, o); },
           absl::StrCat("qk_norm ", static_cast<int>(kind), " ", DTypeName(t)));
     }
@@ -155,29 +155,29 @@ TEST_F(ServiceTest, BatchGroupInstanceNormBothLayouts) {
       train.bias = Random(t, {6});
       train.running_mean = Random(DType::kF32, {6});
       train.running_var = Positive(DType::kF32, {6});
-      Check<BatchNormOptions>(
+      Check(
           MakeRequest(x, train), [&] { return client_->BatchNorm(x, train); },
           "batch_norm train " + tag);
       BatchNormOptions eval = train;
       eval.training = false;
-      Check<BatchNormOptions>(
+      Check(
           MakeRequest(x, eval), [&] { return client_->BatchNorm(x, eval); },
           "batch_norm eval " + tag);
       GroupNormOptions g;
       g.num_groups = 3;
       g.layout = layout;
       g.weight = Random(t, {6}, 1, 0.2f);
-      Check<GroupNormOptions>(
+      Check(
           MakeRequest(x, g), [&] { return client_->GroupNorm(x, g); }, "group_norm " + tag);
       InstanceNormOptions in;
       in.layout = layout;
       in.bias = Random(DType::kF32, {6});
-      Check<InstanceNormOptions>(
+      Check(
           MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); }, "instance_norm " + tag);
       in.use_input_stats = false;
       in.running_mean = Random(t, {6});
       in.running_var = Positive(t, {6});
-      Check<InstanceNormOptions>(
+      Check(
           MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); },
           "instance_norm running stats " + tag);
     }
