@@ -1,5 +1,6 @@
-// The CPU backend: fp32 statistics (stats.h), one rounding at the end, every op family of
-// ops.h. This first version runs each request on the calling thread with plain scalar
+// The CPU backend: every op family of ops.h, with the precision plan of cpu/stats.h (means
+// and sums of squares accumulated in double, squared deviations in fp32, a double
+// epilogue) and one rounding to nearest even at the end. This first version runs each request on the calling thread with plain scalar
 // loops; the SIMD issue replaces the inner loops without changing this interface.
 //
 // Thread safety: safe for concurrent calls from multiple threads; per-call scratch is
