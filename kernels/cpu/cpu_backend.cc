@@ -1,10 +1,29 @@
 #include "normd/kernels/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "hwy/targets.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace normd::kernels {
+
+CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
+  if (options_.threads <= 0) {
+    options_.threads = std::max(1u, std::thread::hardware_concurrency());
+  }
+  if (options_.stream_bytes <= 0) {
+    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    options_.stream_bytes = llc > 0 ? llc : (32 << 20);
+  }
+  pool_ = std::make_unique<cpu::ThreadPool>(options_.threads);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+int CpuBackend::threads() const { return pool_->threads(); }
 
 std::string CpuBackend::device() const {
 #if defined(__x86_64__)
@@ -14,7 +33,13 @@ std::string CpuBackend::device() const {
 #else
   const char* arch = "cpu";
 #endif
-  return absl::StrCat(arch, ", ", std::thread::hardware_concurrency(), " cores, scalar");
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  return absl::StrCat(arch, ", ", threads(), " threads, SIMD ",
+                      targets.empty() ? "none" : hwy::TargetName(targets.front()));
+}
+
+int CpuBackend::MaxThreadsFor(int64_t bytes) const {
+  return bytes < options_.min_parallel_bytes ? 1 : threads();
 }
 
 }  // namespace normd::kernels

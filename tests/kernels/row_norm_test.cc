@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "normd/kernels/cpu_backend.h"
 #include "normd/kernels/reference.h"
@@ -15,6 +16,7 @@ namespace {
 
 using normd::testing::Buffer;
 using normd::testing::ExpectAllMatch;
+using normd::testing::ForEachTarget;
 using normd::testing::RandomValues;
 
 // One configuration of the row-norm options.
@@ -99,49 +101,56 @@ void CheckRowNorm(const Config& cfg, DType dtype, int64_t rows, int64_t cols,
 class RowNormTest : public ::testing::TestWithParam<std::tuple<Config, DType>> {};
 
 TEST_P(RowNormTest, MatchesReferenceOnRandomShapes) {
-  const auto& [cfg, dtype] = GetParam();
-  std::mt19937_64 rng(42);
-  for (int64_t cols : {1, 3, 64, 4097, 8192}) {
-    for (int64_t rows : {1, 5}) {
-      const int64_t n = rows * cols;
-      CheckRowNorm(cfg, dtype, rows, cols, RandomValues(rng, n, 0.5f, 2.0f), RandomValues(rng, n),
-                   rng, absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", rows, "x", cols), dtype);
+  ForEachTarget([&] {
+    const auto& [cfg, dtype] = GetParam();
+    std::mt19937_64 rng(42);
+    for (int64_t cols : {1, 3, 64, 4097, 8192}) {
+      for (int64_t rows : {1, 5}) {
+        const int64_t n = rows * cols;
+        CheckRowNorm(cfg, dtype, rows, cols, RandomValues(rng, n, 0.5f, 2.0f), RandomValues(rng, n),
+                     rng, absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", rows, "x", cols),
+                     dtype);
+      }
     }
-  }
+  });
 }
 
 TEST_P(RowNormTest, OutputDtypeMayDifferFromInput) {
-  const auto& [cfg, dtype] = GetParam();
-  std::mt19937_64 rng(5);
-  for (DType out : {DType::kF32, DType::kF16, DType::kBF16}) {
-    CheckRowNorm(cfg, dtype, 3, 100, RandomValues(rng, 300), RandomValues(rng, 300), rng,
-                 absl::StrCat(cfg.name, " ", DTypeName(dtype), "->", DTypeName(out)), out);
-  }
+  ForEachTarget([&] {
+    const auto& [cfg, dtype] = GetParam();
+    std::mt19937_64 rng(5);
+    for (DType out : {DType::kF32, DType::kF16, DType::kBF16}) {
+      CheckRowNorm(cfg, dtype, 3, 100, RandomValues(rng, 300), RandomValues(rng, 300), rng,
+                   absl::StrCat(cfg.name, " ", DTypeName(dtype), "->", DTypeName(out)), out);
+    }
+  });
 }
 
 TEST_P(RowNormTest, MatchesReferenceOnAdversarialRows) {
-  const auto& [cfg, dtype] = GetParam();
-  std::mt19937_64 rng(3);
-  const int64_t cols = 4097;
-  struct Case {
-    std::string name;
-    std::vector<float> values;
-  };
-  std::vector<Case> cases = {
-      {"mean 1e4 var 1", RandomValues(rng, cols, 1e4f, 1.0f)},
-      {"1e6 spread 1e-3", RandomValues(rng, cols, 1e6f, 1e-3f)},
-      {"constant", std::vector<float>(cols, 3.25f)},
-      {"|x| >= 256 (f16 squares overflow)", RandomValues(rng, cols, 0.0f, 3000.0f)},
-      {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
-  };
-  for (const Case& c : cases) {
-    if (cfg.kind == RowNormKind::kL2 && c.name == "constant") continue;
-    CheckRowNorm(cfg, dtype, 1, cols, c.values, RandomValues(rng, cols), rng,
-                 absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", c.name), dtype);
-  }
-  // A single-element row.
-  CheckRowNorm(cfg, dtype, 7, 1, RandomValues(rng, 7), RandomValues(rng, 7), rng,
-               absl::StrCat(cfg.name, " ", DTypeName(dtype), " single element"), dtype);
+  ForEachTarget([&] {
+    const auto& [cfg, dtype] = GetParam();
+    std::mt19937_64 rng(3);
+    const int64_t cols = 4097;
+    struct Case {
+      std::string name;
+      std::vector<float> values;
+    };
+    std::vector<Case> cases = {
+        {"mean 1e4 var 1", RandomValues(rng, cols, 1e4f, 1.0f)},
+        {"1e6 spread 1e-3", RandomValues(rng, cols, 1e6f, 1e-3f)},
+        {"constant", std::vector<float>(cols, 3.25f)},
+        {"|x| >= 256 (f16 squares overflow)", RandomValues(rng, cols, 0.0f, 3000.0f)},
+        {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
+    };
+    for (const Case& c : cases) {
+      if (cfg.kind == RowNormKind::kL2 && c.name == "constant") continue;
+      CheckRowNorm(cfg, dtype, 1, cols, c.values, RandomValues(rng, cols), rng,
+                   absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", c.name), dtype);
+    }
+    // A single-element row.
+    CheckRowNorm(cfg, dtype, 7, 1, RandomValues(rng, 7), RandomValues(rng, 7), rng,
+                 absl::StrCat(cfg.name, " ", DTypeName(dtype), " single element"), dtype);
+  });
 }
 
 std::string ParamName(const ::testing::TestParamInfo<RowNormTest::ParamType>& info) {
@@ -153,6 +162,13 @@ INSTANTIATE_TEST_SUITE_P(AllOptions, RowNormTest,
                                             ::testing::Values(DType::kF32, DType::kF16,
                                                               DType::kBF16)),
                          ParamName);
+
+TEST(RowNormExampleTest, CompiledTargetsIncludeAFallback) {
+  std::vector<std::string> names;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) names.push_back(hwy::TargetName(t));
+  RecordProperty("targets", absl::StrJoin(names, ","));
+  EXPECT_GE(names.size(), 2u) << absl::StrJoin(names, ",");
+}
 
 TEST(RowNormExampleTest, RmsNormOfTheSpecExample) {
   Buffer x = Buffer::Of(DType::kF32, {3, -1, 4, -2});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "normd/kernels/dtype.h"
 #include "normd/kernels/tensor.h"
 
@@ -106,6 +107,18 @@ inline void ExpectAllMatch(const Buffer& got, const std::vector<double>& ref,
       ++failures;
     }
   }
+}
+
+// Runs fn once per SIMD target this binary has and this CPU supports, with Highway's
+// dynamic dispatch pinned to it, so every compiled kernel variant meets the same checks.
+template <class F>
+void ForEachTarget(F fn) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace normd::testing

@@ -1,13 +1,16 @@
-// The CPU backend: every op family of ops.h, with the precision plan of cpu/stats.h (means
-// and sums of squares accumulated in double, squared deviations in fp32, a double
-// epilogue) and one rounding to nearest even at the end. This first version runs each request on the calling thread with plain scalar
-// loops; the SIMD issue replaces the inner loops without changing this interface.
+// The CPU backend: every op family of ops.h with Highway SIMD kernels dispatched at run
+// time to the best target of the CPU (SSE4, AVX2, AVX-512, NEON, or the portable
+// fallback), on a persistent thread pool. Precision plan: means and sums of squares
+// accumulated in double, squared deviations in fp32, an epilogue in double wherever an
+// addition follows the scaling; one rounding to nearest even at the end.
+// Denormal inputs and outputs are flushed to zero (see cpu/thread_pool.h).
 //
-// Thread safety: safe for concurrent calls from multiple threads; per-call scratch is
-// thread-local.
+// Thread safety: safe for concurrent calls from multiple threads; one call at a time uses
+// the pool and the others run on their own thread.
 #ifndef NORMD_KERNELS_CPU_BACKEND_H_
 #define NORMD_KERNELS_CPU_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -15,19 +18,42 @@
 
 namespace normd::kernels {
 
+namespace cpu {
+class ThreadPool;
+}
+
+struct CpuBackendOptions {
+  int threads = 0;  // 0: every core of the machine
+  // Work smaller than this many bytes (input + output) runs on the calling thread: waking
+  // a worker costs more than it saves. Measured with normd-kernel-bench (BENCHMARKS.md).
+  int64_t min_parallel_bytes = 256 << 10;
+  // Outputs larger than this use non-temporal stores; 0: the last-level cache size.
+  int64_t stream_bytes = 0;
+};
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() = default;
+  explicit CpuBackend(CpuBackendOptions options = {});
+  ~CpuBackend() override;
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   std::string device() const override;
-  int threads() const override { return 1; }
+  int threads() const override;
 
   absl::Status RowNorm(const RowNormArgs& args) override;
   absl::Status BatchNorm(const BatchNormArgs& args) override;
   absl::Status GroupNorm(const GroupNormArgs& args) override;
+
+  // The same with an explicit thread limit (benchmarks compare 1 and all threads).
+  absl::Status RowNorm(const RowNormArgs& args, int max_threads);
+
+ private:
+  int MaxThreadsFor(int64_t bytes) const;
+
+  CpuBackendOptions options_;
+  std::unique_ptr<cpu::ThreadPool> pool_;
 };
 
 }  // namespace normd::kernels

@@ -1,0 +1,441 @@
+// Highway implementation of RowNormRows. Per row: one pass loads and widens the input
+// (fusing h = alpha * skip + x, and summing in double for the mean) into an fp32 row
+// buffer that stays in L1/L2; statistics passes run on that buffer; the epilogue rewrites
+// it in place; one pass converts and stores it. The input is read from memory once.
+//
+// Precision (see stats.h): values widened to fp32, every sum (mean, squares, squared
+// deviations) accumulated in double; the epilogue runs in fp32 when it only multiplies, and in double when a bias or a
+// residual is added after scaling (an output they nearly cancel must still be within one
+// F16/BF16 ulp).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/row_norm_simd.cc"
+#include "kernels/cpu/row_norm_simd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+using DU16 = hn::Rebind<uint16_t, D>;
+using DF16 = hn::Rebind<hwy::float16_t, D>;
+using DBF16 = hn::Rebind<hwy::bfloat16_t, D>;
+
+// ---- float <-> double: a float vector is two double vectors (one on HWY_SCALAR) -------
+
+#if HWY_TARGET == HWY_SCALAR
+using DD = hn::Rebind<double, D>;
+using VD = hn::Vec<DD>;
+HWY_INLINE VD WideLo(V v) { return hn::PromoteTo(DD(), v); }
+HWY_INLINE VD WideHi(V) { return hn::Zero(DD()); }
+HWY_INLINE V Narrow(VD /*hi*/, VD lo) { return hn::DemoteTo(D(), lo); }
+#else
+using DD = hn::Repartition<double, D>;
+using VD = hn::Vec<DD>;
+using DH = hn::Half<D>;
+HWY_INLINE VD WideLo(V v) { return hn::PromoteTo(DD(), hn::LowerHalf(DH(), v)); }
+HWY_INLINE VD WideHi(V v) { return hn::PromoteTo(DD(), hn::UpperHalf(DH(), v)); }
+HWY_INLINE V Narrow(VD hi, VD lo) {
+  return hn::Combine(D(), hn::DemoteTo(DH(), hi), hn::DemoteTo(DH(), lo));
+}
+#endif
+
+// ---- element conversion -------------------------------------------------------------
+
+// bfloat16 round to nearest even on the bit pattern, NaN kept quiet; returns the 32-bit
+// patterns whose upper halves are the bf16 values.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundBF16Bits(D d, V v) {
+  const hn::RebindToUnsigned<D> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb));
+  const auto quiet = hn::Or(bits, hn::Set(du, 0x00400000u));
+  (void)d;
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded);
+}
+
+// Highway 1.0.3's f16 conversions without F16C (SSE4 and below, and the scalar target)
+// truncate instead of rounding, never produce Inf, and misread f16 Inf/NaN; those targets
+// use the integer versions below, which match dtype.h exactly.
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || (HWY_ARCH_X86 && HWY_TARGET >= HWY_SSE4)
+#define NORMD_SOFT_F16 1
+#else
+#define NORMD_SOFT_F16 0
+#endif
+
+using DU32 = hn::RebindToUnsigned<D>;
+using DI32 = hn::RebindToSigned<D>;
+
+// f32 -> f16 bit patterns (in 32-bit lanes), round to nearest even, overflow to Inf.
+HWY_INLINE hn::Vec<DU32> F16BitsFromF32(D d, V v) {
+  const DU32 du;
+  const DI32 di;
+  const auto u = hn::BitCast(du, v);
+  const auto sign = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 0x8000u));
+  const auto abs = hn::And(u, hn::Set(du, 0x7fffffffu));
+  const auto abs_i = hn::BitCast(di, abs);  // non-negative: signed compares are exact
+  const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
+  const auto normal = hn::ShiftRight<13>(hn::Add(abs, hn::Add(hn::Set(du, 0xc8000fffu), odd)));
+  // Subnormal results: adding 0.5 lets the FPU round at the f16 subnormal step (2^-24).
+  const auto sub = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(d, abs), hn::Set(d, 0.5f))),
+                           hn::Set(du, 0x3f000000u));
+  const auto nan =
+      hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x3ffu)));
+  auto r = hn::IfThenElse(hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), sub, normal);
+  r = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477fefff))),
+                     hn::Set(du, 0x7c00u), r);
+  r = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7f800000))), nan, r);
+  return hn::Or(r, sign);
+}
+
+// f16 bit patterns (in 32-bit lanes) -> f32, exact, Inf and NaN kept.
+HWY_INLINE V F32FromF16Bits(D d, hn::Vec<DU32> h) {
+  const DU32 du;
+  const DI32 di;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  const auto exp = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1fu));
+  const auto mant = hn::And(h, hn::Set(du, 0x3ffu));
+  const auto normal =
+      hn::Or(hn::ShiftLeft<23>(hn::Add(exp, hn::Set(du, 112u))), hn::ShiftLeft<13>(mant));
+  const auto special = hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mant));
+  const auto sub =
+      hn::BitCast(du, hn::Mul(hn::ConvertTo(d, hn::BitCast(di, mant)), hn::Set(d, 0x1p-24f)));
+  auto r = hn::IfThenElse(hn::Eq(exp, hn::Set(du, 31u)), special, normal);
+  r = hn::IfThenElse(hn::Eq(exp, hn::Zero(du)), sub, r);
+  return hn::BitCast(d, hn::Or(r, sign));
+}
+
+// N elements of type t at p, widened to float.
+HWY_INLINE V LoadAs(D d, DType t, const void* p) {
+  switch (t) {
+    case DType::kF32:
+      return hn::LoadU(d, static_cast<const float*>(p));
+    case DType::kF16:
+#if NORMD_SOFT_F16
+      return F32FromF16Bits(
+          d, hn::PromoteTo(DU32(), hn::LoadU(DU16(), static_cast<const uint16_t*>(p))));
+#else
+      return hn::PromoteTo(d, hn::LoadU(DF16(), static_cast<const hwy::float16_t*>(p)));
+#endif
+    case DType::kBF16:
+      return hn::PromoteTo(d, hn::LoadU(DBF16(), static_cast<const hwy::bfloat16_t*>(p)));
+  }
+  return hn::Zero(d);
+}
+
+// v rounded (nearest even) to t, as the bits to store: f32 bits, or u16 lanes.
+HWY_INLINE hn::Vec<DU16> ToHalfBits(D d, DType t, V v) {
+  const DI32 di;
+  if (t == DType::kF16) {
+#if NORMD_SOFT_F16
+    return hn::DemoteTo(DU16(), hn::BitCast(di, F16BitsFromF32(d, v)));
+#else
+    return hn::BitCast(DU16(), hn::DemoteTo(DF16(), v));
+#endif
+  }
+  return hn::DemoteTo(DU16(), hn::BitCast(di, hn::ShiftRight<16>(RoundBF16Bits(d, v))));
+}
+
+HWY_INLINE void StoreAs(D d, DType t, V v, void* p) {
+  if (t == DType::kF32) {
+    hn::StoreU(v, d, static_cast<float*>(p));
+  } else {
+    hn::StoreU(ToHalfBits(d, t, v), DU16(), static_cast<uint16_t*>(p));
+  }
+}
+
+// REQUIRES: p aligned to the stored vector's size.
+HWY_INLINE void StreamAs(D d, DType t, V v, void* p) {
+  if (t == DType::kF32) {
+    hn::Stream(v, d, static_cast<float*>(p));
+  } else {
+    hn::Stream(ToHalfBits(d, t, v), DU16(), static_cast<uint16_t*>(p));
+  }
+}
+
+// v rounded to t and widened back (cast_before_weight's intermediate rounding).
+HWY_INLINE V RoundTo(D d, DType t, V v) {
+  switch (t) {
+    case DType::kF32:
+      return v;
+    case DType::kF16:
+#if NORMD_SOFT_F16
+      return F32FromF16Bits(d, F16BitsFromF32(d, v));
+#else
+      return hn::PromoteTo(d, hn::DemoteTo(DF16(), v));
+#endif
+    case DType::kBF16: {
+      const hn::RebindToUnsigned<D> du;
+      return hn::BitCast(d, hn::And(RoundBF16Bits(d, v), hn::Set(du, 0xffff0000u)));
+    }
+  }
+  return v;
+}
+
+HWY_INLINE const void* Offset(const void* p, DType t, int64_t i) {
+  return static_cast<const char*>(p) + i * ElementSize(t);
+}
+HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
+  return static_cast<char*>(p) + i * ElementSize(t);
+}
+
+// ---- passes over one row --------------------------------------------------------------
+
+// Widens n elements of x (plus alpha * skip when skip is given) into buf, writing whole
+// vectors (the padded tail lanes are zero). Returns the sum in double when asked.
+double LoadRow(DType t, const void* x, const void* skip, float alpha, int64_t n, float* buf,
+               bool want_sum, const void* prefetch) {
+  const D d;
+  const DD dd;
+  const size_t N = hn::Lanes(d);
+  VD s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  const V va = hn::Set(d, alpha);
+  auto step = [&](V v, int64_t i) {
+    hn::Store(v, d, buf + i);
+    if (want_sum) {
+      s0 = hn::Add(s0, WideLo(v));
+      s1 = hn::Add(s1, WideHi(v));
+    }
+  };
+  int64_t i = 0;
+  for (; i + static_cast<int64_t>(N) <= n; i += N) {
+    if (prefetch != nullptr) hwy::Prefetch(static_cast<const char*>(Offset(prefetch, t, i)));
+    V v = LoadAs(d, t, Offset(x, t, i));
+    if (skip != nullptr) v = hn::MulAdd(va, LoadAs(d, t, Offset(skip, t, i)), v);
+    step(v, i);
+  }
+  if (i < n) {
+    // The tail goes through a zeroed stack copy: a partial vector load could fault.
+    alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {};
+    const size_t bytes = static_cast<size_t>(n - i) * ElementSize(t);
+    std::memcpy(tx, Offset(x, t, i), bytes);
+    V v = LoadAs(d, t, tx);
+    if (skip != nullptr) {
+      std::memcpy(ts, Offset(skip, t, i), bytes);
+      v = hn::MulAdd(va, LoadAs(d, t, ts), v);
+    }
+    step(v, i);
+  }
+  return want_sum ? hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1))) : 0.0;
+}
+
+// Sum of squares of buf[0, n) in double (lanes past n are zero).
+double SumOfSquares(const float* buf, int64_t n) {
+  const D d;
+  const DD dd;
+  const size_t N = hn::Lanes(d);
+  VD q0 = hn::Zero(dd), q1 = hn::Zero(dd);
+  for (int64_t i = 0; i < n; i += N) {
+    V v = hn::Load(d, buf + i);
+    if (i + static_cast<int64_t>(N) > n) v = hn::IfThenElseZero(hn::FirstN(d, n - i), v);
+    const VD lo = WideLo(v);
+    const VD hi = WideHi(v);
+    q0 = hn::MulAdd(lo, lo, q0);
+    q1 = hn::MulAdd(hi, hi, q1);
+  }
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
+}
+
+// Sum of ((v - hi) - lo)^2 over buf[0, n): deviations in fp32 (exact near the mean),
+// squares accumulated in double. fp32 accumulation would make the error depend on the
+// vector width (one lane on HWY_SCALAR: ~1e-6 relative at 8K elements), and an output that
+// a bias nearly cancels carries the variance's relative error.
+double CenteredSumOfSquares(const float* buf, int64_t n, float hi, float lo) {
+  const D d;
+  const DD dd;
+  const size_t N = hn::Lanes(d);
+  const V vhi = hn::Set(d, hi), vlo = hn::Set(d, lo);
+  VD a0 = hn::Zero(dd), a1 = hn::Zero(dd);
+  for (int64_t i = 0; i < n; i += N) {
+    V c = hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo);
+    if (i + static_cast<int64_t>(N) > n) c = hn::IfThenElseZero(hn::FirstN(d, n - i), c);
+    const VD l = WideLo(c), h = WideHi(c);
+    a0 = hn::MulAdd(l, l, a0);
+    a1 = hn::MulAdd(h, h, a1);
+  }
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(a0, a1)));
+}
+
+struct Epilogue {
+  bool center = false;  // LayerNorm: subtract the mean first
+  double mean = 0, scale = 1;
+  bool cast_first = false;
+  DType cast_dtype = DType::kF32;
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  const float* skip = nullptr;  // NORM_THEN_ADD: alpha * skip is added last
+  double alpha = 1;
+};
+
+// buf[0, n) <- epilogue(buf), fp32: only products after the centring.
+void EpilogueF32(float* buf, int64_t n, const Epilogue& e) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  const float hi = static_cast<float>(e.mean);
+  const V vhi = hn::Set(d, hi), vlo = hn::Set(d, static_cast<float>(e.mean - hi));
+  const V vs = hn::Set(d, static_cast<float>(e.scale));
+  for (int64_t i = 0; i < n; i += N) {
+    V v = hn::Load(d, buf + i);
+    if (e.center) v = hn::Sub(hn::Sub(v, vhi), vlo);
+    v = hn::Mul(v, vs);
+    if (e.cast_first) v = RoundTo(d, e.cast_dtype, v);
+    if (e.weight != nullptr) v = hn::Mul(v, hn::LoadU(d, e.weight + i));
+    hn::Store(v, d, buf + i);
+  }
+}
+
+// buf[0, n) <- epilogue(buf) in double, rounded once to fp32.
+void EpilogueF64(float* buf, int64_t n, const Epilogue& e) {
+  const D d;
+  const DD dd;
+  const size_t N = hn::Lanes(d);
+  const VD vmean = hn::Set(dd, e.center ? e.mean : 0.0), vs = hn::Set(dd, e.scale);
+  const VD valpha = hn::Set(dd, e.alpha);
+  auto lo = [&](V v) { return WideLo(v); };
+  auto hi = [&](V v) { return WideHi(v); };
+  for (int64_t i = 0; i < n; i += N) {
+    const V v = hn::Load(d, buf + i);
+    VD a = hn::Mul(hn::Sub(lo(v), vmean), vs);
+    VD b = hn::Mul(hn::Sub(hi(v), vmean), vs);
+    if (e.cast_first) {
+      const V r = RoundTo(d, e.cast_dtype, Narrow(b, a));
+      a = lo(r);
+      b = hi(r);
+    }
+    if (e.weight != nullptr) {
+      const V w = hn::LoadU(d, e.weight + i);
+      a = hn::Mul(a, lo(w));
+      b = hn::Mul(b, hi(w));
+    }
+    if (e.bias != nullptr) {
+      const V c = hn::LoadU(d, e.bias + i);
+      a = hn::Add(a, lo(c));
+      b = hn::Add(b, hi(c));
+    }
+    if (e.skip != nullptr) {
+      const V s = hn::Load(d, e.skip + i);
+      a = hn::MulAdd(valpha, lo(s), a);
+      b = hn::MulAdd(valpha, hi(s), b);
+    }
+    hn::Store(Narrow(b, a), d, buf + i);
+  }
+}
+
+// Converts buf[0, n) to t at out. With `stream`, the vector-aligned middle is written with
+// non-temporal stores (the head before the first aligned address uses ordinary stores).
+void StoreRow(const float* buf, int64_t n, DType t, void* out, bool stream) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  if (stream) {
+    const size_t align = static_cast<size_t>(N) * ElementSize(t);
+    const size_t mis = reinterpret_cast<uintptr_t>(out) % align;
+    const int64_t head =
+        std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / ElementSize(t)));
+    for (; i < head; ++i) StoreElement(t, out, i, buf[i]);
+    if (reinterpret_cast<uintptr_t>(Offset(out, t, i)) % align == 0) {
+      for (; i + N <= n; i += N) StreamAs(d, t, hn::LoadU(d, buf + i), Offset(out, t, i));
+    }
+  }
+  for (; i + N <= n; i += N) StoreAs(d, t, hn::LoadU(d, buf + i), Offset(out, t, i));
+  if (i < n) {
+    alignas(64) unsigned char tail[64 * 4];
+    StoreAs(d, t, hn::LoadU(d, buf + i), tail);
+    std::memcpy(Offset(out, t, i), tail, static_cast<size_t>(n - i) * ElementSize(t));
+  }
+}
+
+// ---- the kernel -----------------------------------------------------------------------
+
+void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
+  const int64_t cols = a.cols;
+  const size_t capacity = static_cast<size_t>(cols + kRowPad);
+  thread_local hwy::AlignedFreeUniquePtr<float[]> row, skip_row;
+  thread_local size_t row_capacity = 0;
+  if (row_capacity < capacity) {
+    row = hwy::AllocateAligned<float>(capacity);
+    skip_row = hwy::AllocateAligned<float>(capacity);
+    row_capacity = capacity;
+  }
+  const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
+  const bool norm_then_add = a.residual == ResidualPlacement::kNormThenAdd;
+  const int64_t stat_cols =
+      a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, cols) : cols;
+  Epilogue e;
+  e.center = a.kind == RowNormKind::kLayer;
+  e.cast_first = a.kind == RowNormKind::kRms && a.cast_before_weight;
+  e.cast_dtype = a.x.dtype;
+  e.weight = p.weight;
+  e.bias = p.bias;
+  e.skip = norm_then_add ? skip_row.get() : nullptr;
+  e.alpha = static_cast<float>(a.alpha);
+  const bool wide = p.bias != nullptr || norm_then_add;
+  const DType t = a.x.dtype;
+
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int64_t base = r * cols;
+    const void* next = p.stream && r + 1 < row_end ? Offset(a.x.data, t, base + cols) : nullptr;
+    const double sum = LoadRow(
+        t, Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
+        static_cast<float>(a.alpha), cols, row.get(), a.kind == RowNormKind::kLayer, next);
+    if (a.h.present())
+      StoreRow(row.get(), cols, a.h.dtype, Offset(a.h.data, a.h.dtype, base), p.stream);
+    switch (a.kind) {
+      case RowNormKind::kLayer: {
+        e.mean = sum / static_cast<double>(cols);
+        const float hi = static_cast<float>(e.mean);
+        const double m2 =
+            CenteredSumOfSquares(row.get(), cols, hi, static_cast<float>(e.mean - hi));
+        const double var = m2 / static_cast<double>(cols);
+        e.scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(var + a.eps)
+                                                               : 1.0 / (std::sqrt(var) + a.eps);
+        break;
+      }
+      case RowNormKind::kRms: {
+        const double ms = SumOfSquares(row.get(), stat_cols) / static_cast<double>(stat_cols);
+        e.scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(ms + a.eps)
+                                                               : 1.0 / (std::sqrt(ms) + a.eps);
+        break;
+      }
+      case RowNormKind::kL2:
+        e.scale = 1.0 / std::max(std::sqrt(SumOfSquares(row.get(), cols)), a.eps);
+        break;
+    }
+    if (norm_then_add) {
+      LoadRow(t, Offset(a.skip.data, t, base), nullptr, 0, cols, skip_row.get(), false, nullptr);
+    }
+    if (wide) {
+      EpilogueF64(row.get(), cols, e);
+    } else {
+      EpilogueF32(row.get(), cols, e);
+    }
+    StoreRow(row.get(), cols, a.y.dtype, Offset(a.y.data, a.y.dtype, base), p.stream);
+  }
+  if (p.stream) hwy::FlushStream();
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace normd::kernels::cpu {
+
+HWY_EXPORT(RowNormRowsImpl);
+
+void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(RowNormRowsImpl)(a, p, row_begin, row_end);
+}
+
+}  // namespace normd::kernels::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,29 @@
+// Entry point of the SIMD row-norm kernel (LayerNorm, RMSNorm, L2Norm and their residual
+// fusions), dispatched at run time to the best Highway target of this CPU. Stateless apart
+// from per-thread scratch; safe to call concurrently on disjoint row ranges.
+#ifndef NORMD_KERNELS_CPU_ROW_NORM_SIMD_H_
+#define NORMD_KERNELS_CPU_ROW_NORM_SIMD_H_
+
+#include <cstdint>
+
+#include "normd/kernels/ops.h"
+
+namespace normd::kernels::cpu {
+
+// Per-call constants prepared once: (offset + weight) and bias in fp32, each padded with
+// zeros to a whole number of vectors (nullptr when absent).
+struct RowParams {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  bool stream = false;  // non-temporal stores: the output is larger than the last-level cache
+};
+
+// Computes rows [row_begin, row_end) of `a`.
+void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end);
+
+// Floats of padding every RowParams array and row buffer needs past `cols`.
+inline constexpr int64_t kRowPad = 64;
+
+}  // namespace normd::kernels::cpu
+
+#endif  // NORMD_KERNELS_CPU_ROW_NORM_SIMD_H_

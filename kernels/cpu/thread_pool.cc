@@ -1,0 +1,99 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+namespace normd::kernels::cpu {
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+constexpr unsigned kFtzDaz = 0x8040;  // MXCSR FTZ (bit 15) | DAZ (bit 6)
+unsigned GetMode() { return _mm_getcsr(); }
+void SetMode(unsigned mode) { _mm_setcsr(mode); }
+#else
+constexpr unsigned kFtzDaz = 0;
+unsigned GetMode() { return 0; }
+void SetMode(unsigned) {}
+#endif
+
+// Chunk t of n split into `parts` contiguous pieces.
+void Chunk(int64_t n, int parts, int t, int64_t* begin, int64_t* end) {
+  *begin = n * t / parts;
+  *end = n * (t + 1) / parts;
+}
+
+}  // namespace
+
+ScopedFlushDenormals::ScopedFlushDenormals() : saved_(GetMode()) { SetMode(saved_ | kFtzDaz); }
+ScopedFlushDenormals::~ScopedFlushDenormals() { SetMode(saved_); }
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < std::max(1, threads); ++i) {
+    workers_.emplace_back([this, i] { WorkerLoop(i); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::WorkerLoop(int index) {
+  SetMode(GetMode() | kFtzDaz);
+  uint64_t seen = 0;
+  for (;;) {
+    int64_t n;
+    int active;
+    const std::function<void(int64_t, int64_t)>* fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      n = n_;
+      active = active_;
+      fn = fn_;
+    }
+    if (index < active) {
+      int64_t begin, end;
+      Chunk(n, active, index, &begin, &end);
+      if (begin < end) (*fn)(begin, end);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) done_.notify_one();
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, int max_threads,
+                             const std::function<void(int64_t, int64_t)>& fn) {
+  ScopedFlushDenormals flush;
+  const int parts = static_cast<int>(std::min<int64_t>({n, max_threads, threads()}));
+  std::unique_lock<std::mutex> owner(use_mu_, std::defer_lock);
+  if (parts <= 1 || !owner.try_lock()) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n_ = n;
+    active_ = parts;
+    fn_ = &fn;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  int64_t begin, end;
+  Chunk(n, parts, 0, &begin, &end);
+  fn(begin, end);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return pending_ == 0; });
+}
+
+}  // namespace normd::kernels::cpu
