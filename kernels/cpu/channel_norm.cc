@@ -82,7 +82,10 @@ void Apply(const ConstTensor& x, const MutTensor& y, int64_t n_dim, int64_t c_di
 
 }  // namespace
 
-absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) {
+absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) { return BatchNorm(a, 1); }
+
+absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
+  (void)max_threads;
   ChannelCoefficients k(a.c);
   const double count = static_cast<double>(a.n * a.s);
   for (int64_t c = 0; c < a.c; ++c) {
@@ -112,7 +115,10 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) {
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) {
+absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) { return GroupNorm(a, 1); }
+
+absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
+  (void)max_threads;
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
   ChannelCoefficients k(a.n * a.c);

@@ -48,6 +48,8 @@ class CpuBackend final : public Backend {
 
   // The same with an explicit thread limit (benchmarks compare 1 and all threads).
   absl::Status RowNorm(const RowNormArgs& args, int max_threads);
+  absl::Status BatchNorm(const BatchNormArgs& args, int max_threads);
+  absl::Status GroupNorm(const GroupNormArgs& args, int max_threads);
 
  private:
   int MaxThreadsFor(int64_t bytes) const;

@@ -1,0 +1,241 @@
+#include "kernels/bench/bench_cases.h"
+
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hwy/aligned_allocator.h"
+#include "normd/kernels/reference.h"
+
+namespace normd::kernels::bench {
+namespace {
+
+// A typed buffer filled with N(0.5, 2) values (rounded to its dtype).
+struct Buf {
+  hwy::AlignedFreeUniquePtr<unsigned char[]> bytes;
+  DType dtype;
+  int64_t n;
+  Buf(DType t, int64_t count, uint64_t seed) : dtype(t), n(count) {
+    bytes = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t)));
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::normal_distribution<float> dist(0.5f, 2.0f);
+    const int64_t pattern = std::min<int64_t>(n, 1 << 16);  // fill fast: repeat a pattern
+    for (int64_t i = 0; i < pattern; ++i) StoreElement(t, bytes.get(), i, dist(rng));
+    for (int64_t i = pattern; i < n; i += pattern) {
+      std::memcpy(bytes.get() + i * ElementSize(t), bytes.get(),
+                  static_cast<size_t>(std::min(pattern, n - i) * ElementSize(t)));
+    }
+  }
+  ConstTensor view() const { return {dtype, bytes.get(), n}; }
+  MutTensor mut() { return {dtype, bytes.get(), n}; }
+};
+
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+std::string Lower(const char* s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(c));
+  return out;
+}
+
+// Row-wise ops: the op's options applied to a rows x cols problem.
+void AddRowCases(std::vector<BenchCase>* out) {
+  struct Op {
+    const char* name;
+    RowNormKind kind;
+    bool weight, bias, fused;
+  };
+  const Op ops[] = {{"layer_norm", RowNormKind::kLayer, true, true, false},
+                    {"rms_norm", RowNormKind::kRms, true, false, false},
+                    {"l2_norm", RowNormKind::kL2, false, false, false},
+                    {"fused_add_rms_norm", RowNormKind::kRms, true, false, true}};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 4096},     {8, 4096},     {64, 4096},
+                                                {4096, 4096},  {16384, 1024}, {1024, 65536}};
+  for (const Op& op : ops) {
+    for (DType t : kDtypes) {
+      for (auto [rows, cols] : shapes) {
+        struct State {
+          std::unique_ptr<Buf> x, skip, y, h, w, b;
+          RowNormArgs a;
+        };
+        auto st = std::make_shared<State>();
+        BenchCase c;
+        c.op = op.name;
+        c.dtype = Lower(DTypeName(t));
+        c.shape = absl::StrCat(rows, "x", cols);
+        const int64_t n = rows * cols;
+        c.bytes = n * ElementSize(t) * (op.fused ? 4 : 2);
+        c.setup = [=] {
+          st->x = std::make_unique<Buf>(t, n, 1);
+          st->y = std::make_unique<Buf>(t, n, 2);
+          st->w = std::make_unique<Buf>(DType::kF32, cols, 3);
+          st->b = std::make_unique<Buf>(DType::kF32, cols, 4);
+          RowNormArgs& a = st->a;
+          a = RowNormArgs{};
+          a.kind = op.kind;
+          a.rows = rows;
+          a.cols = cols;
+          a.x = st->x->view();
+          a.y = st->y->mut();
+          a.eps = 1e-5;
+          if (op.weight) a.weight = st->w->view();
+          if (op.bias) a.bias = st->b->view();
+          if (op.fused) {
+            st->skip = std::make_unique<Buf>(t, n, 5);
+            st->h = std::make_unique<Buf>(t, n, 6);
+            a.residual = ResidualPlacement::kAddThenNorm;
+            a.skip = st->skip->view();
+            a.h = st->h->mut();
+          }
+        };
+        c.teardown = [=] { *st = State{}; };
+        c.run = [=](CpuBackend& cpu, int threads) { (void)cpu.RowNorm(st->a, threads); };
+        c.reference = [=] { (void)reference::RowNorm(st->a); };
+        out->push_back(std::move(c));
+      }
+    }
+  }
+  // QK-norm: q and k of 4096 tokens x 32 heads x 128, RMS per head with weights.
+  for (DType t : kDtypes) {
+    struct State {
+      std::unique_ptr<Buf> q, k, qo, ko, w;
+      RowNormArgs aq, ak;
+    };
+    auto st = std::make_shared<State>();
+    const int64_t rows = 4096 * 32, cols = 128, n = rows * cols;
+    BenchCase c;
+    c.op = "qk_norm";
+    c.dtype = Lower(DTypeName(t));
+    c.shape = "4096x32x128";
+    c.bytes = 2 * n * ElementSize(t) * 2;
+    c.setup = [=] {
+      st->q = std::make_unique<Buf>(t, n, 1);
+      st->k = std::make_unique<Buf>(t, n, 2);
+      st->qo = std::make_unique<Buf>(t, n, 3);
+      st->ko = std::make_unique<Buf>(t, n, 4);
+      st->w = std::make_unique<Buf>(DType::kF32, cols, 5);
+      for (auto [a, in, o] : {std::tuple{&st->aq, st->q.get(), st->qo.get()},
+                              std::tuple{&st->ak, st->k.get(), st->ko.get()}}) {
+        *a = RowNormArgs{};
+        a->kind = RowNormKind::kRms;
+        a->rows = rows;
+        a->cols = cols;
+        a->x = in->view();
+        a->y = o->mut();
+        a->weight = st->w->view();
+      }
+    };
+    c.teardown = [=] { *st = State{}; };
+    c.run = [=](CpuBackend& cpu, int threads) {
+      (void)cpu.RowNorm(st->aq, threads);
+      (void)cpu.RowNorm(st->ak, threads);
+    };
+    c.reference = [=] {
+      (void)reference::RowNorm(st->aq);
+      (void)reference::RowNorm(st->ak);
+    };
+    out->push_back(std::move(c));
+  }
+}
+
+// BatchNorm (training and inference), GroupNorm (32 groups), InstanceNorm on
+// [32, 64, 56, 56] and its channels-last twin [32, 56, 56, 64].
+void AddChannelCases(std::vector<BenchCase>* out) {
+  const int64_t N = 32, C = 64, S = 56 * 56, total = N * C * S;
+  const int64_t l2 = 2 << 20;
+  for (const char* op : {"batch_norm_train", "batch_norm_eval", "group_norm", "instance_norm"}) {
+    for (Layout layout : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
+      for (DType t : kDtypes) {
+        struct State {
+          std::unique_ptr<Buf> x, y, w, b, rm, rv, rm_out, rv_out, mean, var;
+          BatchNormArgs bn;
+          GroupNormArgs gn;
+        };
+        auto st = std::make_shared<State>();
+        const std::string opn = op;
+        const bool cf = layout == Layout::kChannelsFirst;
+        BenchCase c;
+        c.op = opn;
+        c.dtype = Lower(DTypeName(t));
+        c.shape = cf ? "32x64x56x56" : "32x56x56x64";
+        // Statistics then output: x is read twice from memory unless the unit of work
+        // (a channel across the batch for BatchNorm, a sample for Group/InstanceNorm in
+        // channels-last, a group or instance otherwise) fits in L2.
+        int64_t unit_bytes = 0;
+        if (opn == "batch_norm_train") unit_bytes = cf ? N * S * ElementSize(t) : total * ElementSize(t);
+        if (opn == "group_norm") unit_bytes = (cf ? (C / 32) * S : C * S) * ElementSize(t);
+        if (opn == "instance_norm") unit_bytes = (cf ? S : C * S) * ElementSize(t);
+        const int reads = unit_bytes > l2 ? 2 : 1;
+        c.bytes = total * ElementSize(t) * (reads + 1);
+        c.setup = [=] {
+          st->x = std::make_unique<Buf>(t, total, 1);
+          st->y = std::make_unique<Buf>(t, total, 2);
+          st->w = std::make_unique<Buf>(DType::kF32, C, 3);
+          st->b = std::make_unique<Buf>(DType::kF32, C, 4);
+          st->rm = std::make_unique<Buf>(DType::kF32, C, 5);
+          st->rv = std::make_unique<Buf>(DType::kF32, C, 6);
+          for (int64_t i = 0; i < C; ++i) StoreElement(DType::kF32, st->rv->bytes.get(), i, 1.5f);
+          st->rm_out = std::make_unique<Buf>(DType::kF32, C, 7);
+          st->rv_out = std::make_unique<Buf>(DType::kF32, C, 8);
+          st->mean = std::make_unique<Buf>(DType::kF32, C, 9);
+          st->var = std::make_unique<Buf>(DType::kF32, C, 10);
+          BatchNormArgs& bn = st->bn;
+          bn = BatchNormArgs{};
+          bn.n = N;
+          bn.c = C;
+          bn.s = S;
+          bn.layout = layout;
+          bn.x = st->x->view();
+          bn.y = st->y->mut();
+          bn.weight = st->w->view();
+          bn.bias = st->b->view();
+          bn.running_mean = st->rm->view();
+          bn.running_var = st->rv->view();
+          bn.training = opn == "batch_norm_train";
+          if (bn.training) {
+            bn.batch_mean = st->mean->mut();
+            bn.batch_var = st->var->mut();
+            bn.running_mean_out = st->rm_out->mut();
+            bn.running_var_out = st->rv_out->mut();
+          }
+          GroupNormArgs& gn = st->gn;
+          gn = GroupNormArgs{};
+          gn.n = N;
+          gn.c = C;
+          gn.s = S;
+          gn.groups = opn == "group_norm" ? 32 : C;
+          gn.layout = layout;
+          gn.x = st->x->view();
+          gn.y = st->y->mut();
+          gn.weight = st->w->view();
+          gn.bias = st->b->view();
+        };
+        c.teardown = [=] { *st = State{}; };
+        const bool batch = opn.rfind("batch_norm", 0) == 0;
+        c.run = [=](CpuBackend& cpu, int threads) {
+          (void)(batch ? cpu.BatchNorm(st->bn, threads) : cpu.GroupNorm(st->gn, threads));
+        };
+        c.reference = [=] {
+          if (batch) {
+            (void)reference::BatchNorm(st->bn);
+          } else {
+            (void)reference::GroupNorm(st->gn);
+          }
+        };
+        out->push_back(std::move(c));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<BenchCase> AllCases() {
+  std::vector<BenchCase> cases;
+  AddRowCases(&cases);
+  AddChannelCases(&cases);
+  return cases;
+}
+
+}  // namespace normd::kernels::bench

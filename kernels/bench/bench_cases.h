@@ -1,0 +1,27 @@
+// The shapes and ops normd-kernel-bench measures. Each case owns its buffers between
+// setup() and teardown(), so the run holds one case's memory at a time. Single-threaded.
+#ifndef NORMD_KERNELS_BENCH_BENCH_CASES_H_
+#define NORMD_KERNELS_BENCH_BENCH_CASES_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "normd/kernels/cpu_backend.h"
+
+namespace normd::kernels::bench {
+
+struct BenchCase {
+  std::string op, dtype, shape;
+  int64_t bytes = 0;  // memory traffic one run must cause (see kernel_bench.cc)
+  std::function<void()> setup, teardown;
+  std::function<void(CpuBackend&, int threads)> run;
+  std::function<void()> reference;  // the float64 oracle on the same arguments
+};
+
+std::vector<BenchCase> AllCases();
+
+}  // namespace normd::kernels::bench
+
+#endif  // NORMD_KERNELS_BENCH_BENCH_CASES_H_

@@ -1,0 +1,149 @@
+// normd-kernel-bench: throughput of the CPU kernels beside their physical limit, measured
+// in the same run. For each op x dtype x shape it times the CPU backend (one thread and
+// all threads), the float64 reference, and memcpy moving the same number of bytes (one
+// thread and all threads), and prints GB/s and kernel/memcpy ratios.
+//
+// Bytes counted: every byte the op must read and write once (x and y; plus skip and h for
+// fused residuals; BatchNorm training and GroupNorm/InstanceNorm count x twice when a
+// channel or group is larger than the L2 cache, since statistics and output are then two
+// passes over memory). memcpy copies half that many bytes, so it moves the same traffic.
+//
+//   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
+//                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hwy/aligned_allocator.h"
+#include "kernels/bench/bench_cases.h"
+#include "kernels/cpu/thread_pool.h"
+#include "normd/kernels/cpu_backend.h"
+
+namespace normd::kernels::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds per call of fn over `repeats` timed batches of at least min_time/repeats.
+double TimePerCall(const std::function<void()>& fn, double min_time, int repeats = 5) {
+  fn();  // warm up (page faults, caches, thread wake-up)
+  std::vector<double> per_call;
+  int64_t iters = 1;
+  for (int r = 0; r < repeats; ++r) {
+    for (;;) {
+      const auto start = Clock::now();
+      for (int64_t i = 0; i < iters; ++i) fn();
+      const double t = std::chrono::duration<double>(Clock::now() - start).count();
+      if (t >= min_time / repeats || iters > (int64_t{1} << 30)) {
+        per_call.push_back(t / iters);
+        break;
+      }
+      iters *= 2;
+    }
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+struct Row {
+  std::string op, dtype, shape, backend;
+  int threads;
+  double gbps, memcpy_gbps;
+};
+
+int Main(int argc, char** argv) {
+  std::string filter = ".*", json_path;
+  double min_time = 0.25;
+  bool reference = true;
+  CpuBackendOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--filter" && i + 1 < argc) {
+      filter = argv[++i];
+    } else if (a == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (a == "--min-time" && i + 1 < argc) {
+      min_time = std::atof(argv[++i]);
+    } else if (a == "--stream-bytes" && i + 1 < argc) {
+      options.stream_bytes = std::atoll(argv[++i]);
+    } else if (a == "--min-parallel-bytes" && i + 1 < argc) {
+      options.min_parallel_bytes = std::atoll(argv[++i]);
+    } else if (a == "--no-reference") {
+      reference = false;
+    } else {
+      std::fprintf(stderr,
+                   "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
+                   "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N]\n");
+      return 2;
+    }
+  }
+  const std::regex re(filter);
+  CpuBackend cpu(options);
+  const int all = cpu.threads();
+  cpu::ThreadPool copy_pool(all);
+  std::printf("normd-kernel-bench: %s; memcpy and kernels timed in the same run\n",
+              cpu.device().c_str());
+  std::printf("%-22s %-5s %-16s %9s %9s %6s %9s %9s %6s %9s\n", "op", "dtype", "shape",
+              "1t GB/s", "memcpy", "ratio", "all GB/s", "memcpy", "ratio", "ref GB/s");
+  std::vector<Row> rows;
+  for (BenchCase& c : AllCases()) {
+    const std::string name = absl::StrCat(c.op, "/", c.dtype, "/", c.shape);
+    if (!std::regex_search(name, re)) continue;
+    c.setup();
+    // memcpy of the same traffic: half the bytes, read once and written once.
+    const size_t half = static_cast<size_t>(c.bytes / 2);
+    auto src = hwy::AllocateAligned<unsigned char>(half), dst = hwy::AllocateAligned<unsigned char>(half);
+    std::memset(src.get(), 1, half);
+    std::memset(dst.get(), 0, half);
+    auto copy = [&](int threads) {
+      copy_pool.ParallelFor(threads, threads, [&](int64_t b, int64_t e) {
+        const size_t lo = half * b / threads, hi = half * e / threads;
+        std::memcpy(dst.get() + lo, src.get() + lo, hi - lo);
+      });
+    };
+    double g[2], m[2];
+    int threads[2] = {1, all};
+    for (int k = 0; k < 2; ++k) {
+      const double tk = TimePerCall([&] { c.run(cpu, threads[k]); }, min_time);
+      const double tm = TimePerCall([&] { copy(threads[k]); }, min_time);
+      g[k] = c.bytes / tk / 1e9;
+      m[k] = c.bytes / tm / 1e9;
+      rows.push_back({c.op, c.dtype, c.shape, "cpu", threads[k], g[k], m[k]});
+    }
+    double ref = 0;
+    if (reference && c.reference) {
+      ref = c.bytes / TimePerCall(c.reference, min_time / 5, 1) / 1e9;
+      rows.push_back({c.op, c.dtype, c.shape, "reference", 1, ref, m[0]});
+    }
+    std::printf("%-22s %-5s %-16s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %9.3f\n", c.op.c_str(),
+                c.dtype.c_str(), c.shape.c_str(), g[0], m[0], g[0] / m[0], g[1], m[1],
+                g[1] / m[1], ref);
+    std::fflush(stdout);
+    c.teardown();
+  }
+  if (!json_path.empty()) {
+    std::vector<std::string> objs;
+    for (const Row& r : rows) {
+      objs.push_back(absl::StrCat(
+          "{\"op\": \"", r.op, "\", \"dtype\": \"", r.dtype, "\", \"shape\": \"", r.shape,
+          "\", \"threads\": ", r.threads, ", \"backend\": \"", r.backend, "\", \"gbps\": ", r.gbps,
+          ", \"memcpy_gbps\": ", r.memcpy_gbps, ", \"ratio\": ", r.gbps / r.memcpy_gbps, "}"));
+    }
+    std::ofstream(json_path) << "[\n  " << absl::StrJoin(objs, ",\n  ") << "\n]\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace normd::kernels::bench
+
+int main(int argc, char** argv) { return normd::kernels::bench::Main(argc, argv); }
