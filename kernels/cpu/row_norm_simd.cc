@@ -4,9 +4,9 @@
 // it in place; one pass converts and stores it. The input is read from memory once.
 //
 // Precision (see stats.h): values widened to fp32, every sum (mean, squares, squared
-// deviations) accumulated in double; the epilogue runs in fp32 when it only multiplies, and in double when a bias or a
-// residual is added after scaling (an output they nearly cancel must still be within one
-// F16/BF16 ulp).
+// deviations) accumulated in double; the epilogue runs in fp32 when it only multiplies, and in
+// double when a bias or a residual is added after scaling (an output they nearly cancel must still
+// be within one F16/BF16 ulp).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/row_norm_simd.cc"
 #include "kernels/cpu/row_norm_simd.h"
@@ -116,7 +116,9 @@ HWY_INLINE V F32FromF16Bits(D d, hn::Vec<DU32> h) {
 }
 
 // N elements of type t at p, widened to float.
-HWY_INLINE V LoadAs(D d, DType t, const void* p) {
+template <DType kT>
+HWY_INLINE V LoadAs(D d, const void* p) {
+  constexpr DType t = kT;
   switch (t) {
     case DType::kF32:
       return hn::LoadU(d, static_cast<const float*>(p));
@@ -134,9 +136,10 @@ HWY_INLINE V LoadAs(D d, DType t, const void* p) {
 }
 
 // v rounded (nearest even) to t, as the bits to store: f32 bits, or u16 lanes.
-HWY_INLINE hn::Vec<DU16> ToHalfBits(D d, DType t, V v) {
+template <DType kT>
+HWY_INLINE hn::Vec<DU16> ToHalfBits(D d, V v) {
   const DI32 di;
-  if (t == DType::kF16) {
+  if constexpr (kT == DType::kF16) {
 #if NORMD_SOFT_F16
     return hn::DemoteTo(DU16(), hn::BitCast(di, F16BitsFromF32(d, v)));
 #else
@@ -146,20 +149,22 @@ HWY_INLINE hn::Vec<DU16> ToHalfBits(D d, DType t, V v) {
   return hn::DemoteTo(DU16(), hn::BitCast(di, hn::ShiftRight<16>(RoundBF16Bits(d, v))));
 }
 
-HWY_INLINE void StoreAs(D d, DType t, V v, void* p) {
-  if (t == DType::kF32) {
+template <DType kT>
+HWY_INLINE void StoreAs(D d, V v, void* p) {
+  if constexpr (kT == DType::kF32) {
     hn::StoreU(v, d, static_cast<float*>(p));
   } else {
-    hn::StoreU(ToHalfBits(d, t, v), DU16(), static_cast<uint16_t*>(p));
+    hn::StoreU(ToHalfBits<kT>(d, v), DU16(), static_cast<uint16_t*>(p));
   }
 }
 
 // REQUIRES: p aligned to the stored vector's size.
-HWY_INLINE void StreamAs(D d, DType t, V v, void* p) {
-  if (t == DType::kF32) {
+template <DType kT>
+HWY_INLINE void StreamAs(D d, V v, void* p) {
+  if constexpr (kT == DType::kF32) {
     hn::Stream(v, d, static_cast<float*>(p));
   } else {
-    hn::Stream(ToHalfBits(d, t, v), DU16(), static_cast<uint16_t*>(p));
+    hn::Stream(ToHalfBits<kT>(d, v), DU16(), static_cast<uint16_t*>(p));
   }
 }
 
@@ -191,59 +196,96 @@ HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
 
 // ---- passes over one row --------------------------------------------------------------
 
+enum class Stat { kNone, kSum, kSumOfSquares };
+
 // Widens n elements of x (plus alpha * skip when skip is given) into buf, writing whole
-// vectors (the padded tail lanes are zero). Returns the sum in double when asked.
-double LoadRow(DType t, const void* x, const void* skip, float alpha, int64_t n, float* buf,
-               bool want_sum, const void* prefetch) {
+// vectors (the padded tail lanes are zero), and h when given. Returns, in double, the sum
+// of the row (kSum) or the sum of squares of its first m elements (kSumOfSquares).
+template <DType kT, Stat kStat, bool kSkip, bool kH>
+double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
+               void* h, const void* prefetch) {
+  constexpr DType t = kT, ht = kT;
+  constexpr Stat stat = kStat;
   const D d;
   const DD dd;
-  const size_t N = hn::Lanes(d);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   VD s0 = hn::Zero(dd), s1 = hn::Zero(dd);
   const V va = hn::Set(d, alpha);
-  auto step = [&](V v, int64_t i) {
+  auto step = [&](V v, int64_t i) HWY_ATTR {
     hn::Store(v, d, buf + i);
-    if (want_sum) {
+    if constexpr (stat == Stat::kSum) {
       s0 = hn::Add(s0, WideLo(v));
       s1 = hn::Add(s1, WideHi(v));
+    } else if (stat == Stat::kSumOfSquares) {
+      if (i >= m) return;
+      if (i + N > m) v = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(m - i)), v);
+      const VD lo = WideLo(v), hi = WideHi(v);
+      s0 = hn::MulAdd(lo, lo, s0);
+      s1 = hn::MulAdd(hi, hi, s1);
     }
   };
   int64_t i = 0;
-  for (; i + static_cast<int64_t>(N) <= n; i += N) {
+  for (; i + N <= n; i += N) {
     if (prefetch != nullptr) hwy::Prefetch(static_cast<const char*>(Offset(prefetch, t, i)));
-    V v = LoadAs(d, t, Offset(x, t, i));
-    if (skip != nullptr) v = hn::MulAdd(va, LoadAs(d, t, Offset(skip, t, i)), v);
+    V v = LoadAs<t>(d, Offset(x, t, i));
+    if constexpr (kSkip) v = hn::MulAdd(va, LoadAs<t>(d, Offset(skip, t, i)), v);
+    if constexpr (kH) StoreAs<ht>(d, v, Offset(h, ht, i));
     step(v, i);
   }
   if (i < n) {
-    // The tail goes through a zeroed stack copy: a partial vector load could fault.
+    // The tail goes through zeroed stack copies: a partial vector load could fault.
     alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {};
     const size_t bytes = static_cast<size_t>(n - i) * ElementSize(t);
     std::memcpy(tx, Offset(x, t, i), bytes);
-    V v = LoadAs(d, t, tx);
-    if (skip != nullptr) {
+    V v = LoadAs<t>(d, tx);
+    if constexpr (kSkip) {
       std::memcpy(ts, Offset(skip, t, i), bytes);
-      v = hn::MulAdd(va, LoadAs(d, t, ts), v);
+      v = hn::MulAdd(va, LoadAs<t>(d, ts), v);
+    }
+    if constexpr (kH) {
+      StoreAs<ht>(d, v, tx);
+      std::memcpy(Offset(h, ht, i), tx, static_cast<size_t>(n - i) * ElementSize(ht));
     }
     step(v, i);
   }
-  return want_sum ? hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1))) : 0.0;
+  (void)skip;
+  (void)h;
+  (void)m;
+  return stat == Stat::kNone ? 0.0 : hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
 }
 
-// Sum of squares of buf[0, n) in double (lanes past n are zero).
-double SumOfSquares(const float* buf, int64_t n) {
-  const D d;
-  const DD dd;
-  const size_t N = hn::Lanes(d);
-  VD q0 = hn::Zero(dd), q1 = hn::Zero(dd);
-  for (int64_t i = 0; i < n; i += N) {
-    V v = hn::Load(d, buf + i);
-    if (i + static_cast<int64_t>(N) > n) v = hn::IfThenElseZero(hn::FirstN(d, n - i), v);
-    const VD lo = WideLo(v);
-    const VD hi = WideHi(v);
-    q0 = hn::MulAdd(lo, lo, q0);
-    q1 = hn::MulAdd(hi, hi, q1);
+using LoadRowFn = double (*)(const void* x, const void* skip, float alpha, int64_t n, float* buf,
+                             int64_t m, void* h, const void* prefetch);
+
+template <DType kT, Stat kStat>
+LoadRowFn PickLoadRow(bool skip, bool h) {
+  if (!skip) return &LoadRow<kT, kStat, false, false>;
+  return h ? &LoadRow<kT, kStat, true, true> : &LoadRow<kT, kStat, true, false>;
+}
+
+template <DType kT>
+LoadRowFn PickLoadRow(Stat stat, bool skip, bool h) {
+  switch (stat) {
+    case Stat::kNone:
+      return PickLoadRow<kT, Stat::kNone>(skip, h);
+    case Stat::kSum:
+      return PickLoadRow<kT, Stat::kSum>(skip, h);
+    case Stat::kSumOfSquares:
+      return PickLoadRow<kT, Stat::kSumOfSquares>(skip, h);
   }
-  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
+  return nullptr;
+}
+
+LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h) {
+  switch (t) {
+    case DType::kF32:
+      return PickLoadRow<DType::kF32>(stat, skip, h);
+    case DType::kF16:
+      return PickLoadRow<DType::kF16>(stat, skip, h);
+    case DType::kBF16:
+      return PickLoadRow<DType::kBF16>(stat, skip, h);
+  }
+  return nullptr;
 }
 
 // Sum of ((v - hi) - lo)^2 over buf[0, n): deviations in fp32 (exact near the mean),
@@ -277,82 +319,103 @@ struct Epilogue {
   double alpha = 1;
 };
 
-// buf[0, n) <- epilogue(buf), fp32: only products after the centring.
-void EpilogueF32(float* buf, int64_t n, const Epilogue& e) {
+// The epilogue of the N elements at buf + i, in fp32: only products after the centring.
+HWY_INLINE V EpilogueF32(D d, const float* buf, int64_t i, const Epilogue& e, V vhi, V vlo, V vs) {
+  V v = hn::LoadU(d, buf + i);
+  if (e.center) v = hn::Sub(hn::Sub(v, vhi), vlo);
+  v = hn::Mul(v, vs);
+  if (e.cast_first) v = RoundTo(d, e.cast_dtype, v);
+  if (e.weight != nullptr) v = hn::Mul(v, hn::LoadU(d, e.weight + i));
+  return v;
+}
+
+// The same in double, rounded once to fp32: a bias or residual added after the scaling
+// may nearly cancel it.
+HWY_INLINE V EpilogueF64(D d, const float* buf, int64_t i, const Epilogue& e, VD vmean, VD vs,
+                         VD valpha) {
+  const V v = hn::LoadU(d, buf + i);
+  VD a = hn::Mul(hn::Sub(WideLo(v), vmean), vs);
+  VD b = hn::Mul(hn::Sub(WideHi(v), vmean), vs);
+  if (e.cast_first) {
+    const V r = RoundTo(d, e.cast_dtype, Narrow(b, a));
+    a = WideLo(r);
+    b = WideHi(r);
+  }
+  if (e.weight != nullptr) {
+    const V w = hn::LoadU(d, e.weight + i);
+    a = hn::Mul(a, WideLo(w));
+    b = hn::Mul(b, WideHi(w));
+  }
+  if (e.bias != nullptr) {
+    const V c = hn::LoadU(d, e.bias + i);
+    a = hn::Add(a, WideLo(c));
+    b = hn::Add(b, WideHi(c));
+  }
+  if (e.skip != nullptr) {
+    const V sk = hn::LoadU(d, e.skip + i);
+    a = hn::MulAdd(valpha, WideLo(sk), a);
+    b = hn::MulAdd(valpha, WideHi(sk), b);
+  }
+  return Narrow(b, a);
+}
+
+// out[0, n) <- epilogue(buf) converted to t. With `stream`, the vector-aligned middle is
+// written with non-temporal stores after a head of ordinary ones.
+template <bool kWide, DType kOut>
+void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bool stream) {
+  constexpr DType t = kOut;
   const D d;
-  const size_t N = hn::Lanes(d);
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const float hi = static_cast<float>(e.mean);
   const V vhi = hn::Set(d, hi), vlo = hn::Set(d, static_cast<float>(e.mean - hi));
   const V vs = hn::Set(d, static_cast<float>(e.scale));
-  for (int64_t i = 0; i < n; i += N) {
-    V v = hn::Load(d, buf + i);
-    if (e.center) v = hn::Sub(hn::Sub(v, vhi), vlo);
-    v = hn::Mul(v, vs);
-    if (e.cast_first) v = RoundTo(d, e.cast_dtype, v);
-    if (e.weight != nullptr) v = hn::Mul(v, hn::LoadU(d, e.weight + i));
-    hn::Store(v, d, buf + i);
-  }
-}
-
-// buf[0, n) <- epilogue(buf) in double, rounded once to fp32.
-void EpilogueF64(float* buf, int64_t n, const Epilogue& e) {
-  const D d;
-  const DD dd;
-  const size_t N = hn::Lanes(d);
-  const VD vmean = hn::Set(dd, e.center ? e.mean : 0.0), vs = hn::Set(dd, e.scale);
+  const VD vmean = hn::Set(dd, e.center ? e.mean : 0.0), vsd = hn::Set(dd, e.scale);
   const VD valpha = hn::Set(dd, e.alpha);
-  auto lo = [&](V v) { return WideLo(v); };
-  auto hi = [&](V v) { return WideHi(v); };
-  for (int64_t i = 0; i < n; i += N) {
-    const V v = hn::Load(d, buf + i);
-    VD a = hn::Mul(hn::Sub(lo(v), vmean), vs);
-    VD b = hn::Mul(hn::Sub(hi(v), vmean), vs);
-    if (e.cast_first) {
-      const V r = RoundTo(d, e.cast_dtype, Narrow(b, a));
-      a = lo(r);
-      b = hi(r);
+  auto compute = [&](int64_t i) HWY_ATTR {
+    if constexpr (kWide) {
+      return EpilogueF64(d, buf, i, e, vmean, vsd, valpha);
+    } else {
+      return EpilogueF32(d, buf, i, e, vhi, vlo, vs);
     }
-    if (e.weight != nullptr) {
-      const V w = hn::LoadU(d, e.weight + i);
-      a = hn::Mul(a, lo(w));
-      b = hn::Mul(b, hi(w));
-    }
-    if (e.bias != nullptr) {
-      const V c = hn::LoadU(d, e.bias + i);
-      a = hn::Add(a, lo(c));
-      b = hn::Add(b, hi(c));
-    }
-    if (e.skip != nullptr) {
-      const V s = hn::Load(d, e.skip + i);
-      a = hn::MulAdd(valpha, lo(s), a);
-      b = hn::MulAdd(valpha, hi(s), b);
-    }
-    hn::Store(Narrow(b, a), d, buf + i);
-  }
-}
-
-// Converts buf[0, n) to t at out. With `stream`, the vector-aligned middle is written with
-// non-temporal stores (the head before the first aligned address uses ordinary stores).
-void StoreRow(const float* buf, int64_t n, DType t, void* out, bool stream) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  };
+  alignas(64) unsigned char part[64 * 4];
+  const size_t esize = ElementSize(t);
   int64_t i = 0;
   if (stream) {
-    const size_t align = static_cast<size_t>(N) * ElementSize(t);
+    const size_t align = static_cast<size_t>(N) * esize;
     const size_t mis = reinterpret_cast<uintptr_t>(out) % align;
-    const int64_t head =
-        std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / ElementSize(t)));
-    for (; i < head; ++i) StoreElement(t, out, i, buf[i]);
-    if (reinterpret_cast<uintptr_t>(Offset(out, t, i)) % align == 0) {
-      for (; i + N <= n; i += N) StreamAs(d, t, hn::LoadU(d, buf + i), Offset(out, t, i));
+    if (mis % esize == 0) {
+      const int64_t head =
+          std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
+      if (head > 0) {
+        StoreAs<t>(d, compute(0), part);
+        std::memcpy(out, part, static_cast<size_t>(head) * esize);
+      }
+      for (i = head; i + N <= n; i += N) StreamAs<t>(d, compute(i), Offset(out, t, i));
     }
   }
-  for (; i + N <= n; i += N) StoreAs(d, t, hn::LoadU(d, buf + i), Offset(out, t, i));
+  for (; i + N <= n; i += N) StoreAs<t>(d, compute(i), Offset(out, t, i));
   if (i < n) {
-    alignas(64) unsigned char tail[64 * 4];
-    StoreAs(d, t, hn::LoadU(d, buf + i), tail);
-    std::memcpy(Offset(out, t, i), tail, static_cast<size_t>(n - i) * ElementSize(t));
+    StoreAs<t>(d, compute(i), part);
+    std::memcpy(Offset(out, t, i), part, static_cast<size_t>(n - i) * esize);
   }
+}
+
+using EpilogueStoreFn = void (*)(const float* buf, int64_t n, const Epilogue& e, void* out,
+                                 bool stream);
+
+template <bool kWide>
+EpilogueStoreFn PickEpilogueStore(DType out) {
+  switch (out) {
+    case DType::kF32:
+      return &EpilogueStore<kWide, DType::kF32>;
+    case DType::kF16:
+      return &EpilogueStore<kWide, DType::kF16>;
+    case DType::kBF16:
+      return &EpilogueStore<kWide, DType::kBF16>;
+  }
+  return nullptr;
 }
 
 // ---- the kernel -----------------------------------------------------------------------
@@ -382,14 +445,18 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   const bool wide = p.bias != nullptr || norm_then_add;
   const DType t = a.x.dtype;
 
+  const Stat stat = a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares;
+  const LoadRowFn load = PickLoadRow(t, stat, add_then_norm, a.h.present());
+  const LoadRowFn load_skip = PickLoadRow(t, Stat::kNone, false, false);
+  const EpilogueStoreFn epilogue =
+      wide ? PickEpilogueStore<true>(a.y.dtype) : PickEpilogueStore<false>(a.y.dtype);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int64_t base = r * cols;
     const void* next = p.stream && r + 1 < row_end ? Offset(a.x.data, t, base + cols) : nullptr;
-    const double sum = LoadRow(
-        t, Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
-        static_cast<float>(a.alpha), cols, row.get(), a.kind == RowNormKind::kLayer, next);
-    if (a.h.present())
-      StoreRow(row.get(), cols, a.h.dtype, Offset(a.h.data, a.h.dtype, base), p.stream);
+    const double sum =
+        load(Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
+             static_cast<float>(a.alpha), cols, row.get(), stat_cols,
+             a.h.present() ? Offset(a.h.data, t, base) : nullptr, next);
     switch (a.kind) {
       case RowNormKind::kLayer: {
         e.mean = sum / static_cast<double>(cols);
@@ -402,24 +469,21 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
         break;
       }
       case RowNormKind::kRms: {
-        const double ms = SumOfSquares(row.get(), stat_cols) / static_cast<double>(stat_cols);
+        const double ms = sum / static_cast<double>(stat_cols);
         e.scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(ms + a.eps)
                                                                : 1.0 / (std::sqrt(ms) + a.eps);
         break;
       }
       case RowNormKind::kL2:
-        e.scale = 1.0 / std::max(std::sqrt(SumOfSquares(row.get(), cols)), a.eps);
+        e.scale = 1.0 / std::max(std::sqrt(sum), a.eps);
         break;
     }
     if (norm_then_add) {
-      LoadRow(t, Offset(a.skip.data, t, base), nullptr, 0, cols, skip_row.get(), false, nullptr);
+      load_skip(Offset(a.skip.data, t, base), nullptr, 0, cols, skip_row.get(), 0, nullptr,
+                nullptr);
     }
-    if (wide) {
-      EpilogueF64(row.get(), cols, e);
-    } else {
-      EpilogueF32(row.get(), cols, e);
-    }
-    StoreRow(row.get(), cols, a.y.dtype, Offset(a.y.data, a.y.dtype, base), p.stream);
+    void* y = Offset(a.y.data, a.y.dtype, base);
+    epilogue(row.get(), cols, e, y, p.stream);
   }
   if (p.stream) hwy::FlushStream();
 }
