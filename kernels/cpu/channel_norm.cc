@@ -1,140 +1,193 @@
-// CPU BatchNorm and GroupNorm (InstanceNorm is GroupNorm with G == C). Statistics are
-// gathered in fp32 buffers of kSegment elements, each reduced with stats.h's two-pass
-// moments and merged across segments with Chan's formula; the output pass applies a
-// per-(sample, channel) centre and scale.
+// CpuBackend::BatchNorm and GroupNorm (InstanceNorm is GroupNorm with G == C): statistics
+// and outputs through the SIMD primitives of channel_norm_simd.h, spread over the pool.
+//
+// Work units are chosen so that x is read from memory once for statistics and the output
+// pass finds it in cache where it can: channels-first BatchNorm works channel by channel
+// (N runs of S), GroupNorm group by group (contiguous), channels-last GroupNorm sample by
+// sample. Channels-last BatchNorm reduces over the whole tensor: blocks of rows are reduced
+// in cache (two passes per block) and merged with Chan's formula, then the output pass
+// reads x again.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/channel_norm_simd.h"
 #include "kernels/cpu/stats.h"
+#include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
 
 namespace normd::kernels {
 namespace {
 
-constexpr int64_t kSegment = 4096;
-
-// The elements of one statistics group: `count` runs of `len` contiguous elements, run r
-// starting at start + r * stride.
-struct Runs {
-  int64_t start, len, stride, count;
-};
-
-cpu::ChanMoments MomentsOf(const ConstTensor& x, const Runs& runs) {
-  thread_local std::vector<float> buf(kSegment);
-  cpu::ChanMoments acc;
-  int64_t filled = 0;
-  auto flush = [&] {
-    if (filled == 0) return;
-    const cpu::Moments m = cpu::ComputeMoments(buf.data(), filled);
-    acc.Merge(static_cast<double>(filled), m.mean, m.m2);
-    filled = 0;
-  };
-  for (int64_t r = 0; r < runs.count; ++r) {
-    const int64_t off = runs.start + r * runs.stride;
-    for (int64_t j = 0; j < runs.len;) {
-      const int64_t take = std::min(runs.len - j, kSegment - filled);
-      for (int64_t k = 0; k < take; ++k) buf[filled + k] = x.at(off + j + k);
-      filled += take;
-      j += take;
-      if (filled == kSegment) flush();
-    }
-  }
-  flush();
-  return acc;
+const void* At(const ConstTensor& t, int64_t i) {
+  return static_cast<const char*>(t.data) + i * ElementSize(t.dtype);
+}
+void* At(const MutTensor& t, int64_t i) {
+  return static_cast<char*>(t.data) + i * ElementSize(t.dtype);
 }
 
-// y = (x - mean) * scale + shift per (sample, channel), evaluated in double and rounded
-// once, so an output that the bias nearly cancels still meets the one-ulp F16/BF16 rule.
-struct ChannelCoefficients {
-  std::vector<double> mean, scale, shift;
-  explicit ChannelCoefficients(int64_t size) : mean(size), scale(size), shift(size) {}
+// Per-channel affine of normalized values: scale = rstd * weight, shift = bias.
+void Coefficients(const ConstTensor& weight, const ConstTensor& bias, int64_t c, double rstd,
+                  double* scale, double* shift) {
+  *scale = weight.present() ? rstd * weight.at(c) : rstd;
+  *shift = bias.present() ? bias.at(c) : 0.0;
+}
 
-  void Set(int64_t i, double m, double rstd, const ConstTensor& weight, const ConstTensor& bias,
-           int64_t c) {
-    mean[i] = m;
-    scale[i] = weight.present() ? rstd * weight.at(c) : rstd;
-    shift[i] = bias.present() ? bias.at(c) : 0.0;
+// Per-column (count, mean, M2) of rows [begin, end) of a [rows, C] matrix, reduced in
+// blocks that fit in L2 and merged with Chan's formula.
+std::vector<cpu::ChanMoments> ColumnMoments(const ConstTensor& x, int64_t c_dim, int64_t begin,
+                                            int64_t end) {
+  std::vector<cpu::ChanMoments> acc(c_dim);
+  const int64_t block = std::max<int64_t>(1, (256 << 10) / (c_dim * ElementSize(x.dtype)));
+  std::vector<double> sum(c_dim), mean(c_dim), m2(c_dim);
+  for (int64_t r = begin; r < end; r += block) {
+    const int64_t rows = std::min(block, end - r);
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(m2.begin(), m2.end(), 0.0);
+    cpu::ColumnSums(x.dtype, At(x, r * c_dim), rows, c_dim, sum.data());
+    for (int64_t c = 0; c < c_dim; ++c) mean[c] = sum[c] / static_cast<double>(rows);
+    cpu::ColumnCenteredSquares(x.dtype, At(x, r * c_dim), rows, c_dim, mean.data(), m2.data());
+    for (int64_t c = 0; c < c_dim; ++c) acc[c].Merge(static_cast<double>(rows), mean[c], m2[c]);
   }
-  float Apply(int64_t i, float x) const {
-    return static_cast<float>((x - mean[i]) * scale[i] + shift[i]);
-  }
-};
-
-// Applies the coefficients; coefficient index is n * n_stride + c (n_stride 0: per channel).
-void Apply(const ConstTensor& x, const MutTensor& y, int64_t n_dim, int64_t c_dim, int64_t s_dim,
-           Layout layout, const ChannelCoefficients& k, int64_t n_stride) {
-  for (int64_t n = 0; n < n_dim; ++n) {
-    const int64_t kb = n * n_stride;
-    if (layout == Layout::kChannelsFirst) {
-      for (int64_t c = 0; c < c_dim; ++c) {
-        const int64_t base = (n * c_dim + c) * s_dim;
-        for (int64_t s = 0; s < s_dim; ++s) y.set(base + s, k.Apply(kb + c, x.at(base + s)));
-      }
-    } else {
-      for (int64_t s = 0; s < s_dim; ++s) {
-        const int64_t base = (n * s_dim + s) * c_dim;
-        for (int64_t c = 0; c < c_dim; ++c) y.set(base + c, k.Apply(kb + c, x.at(base + c)));
-      }
-    }
-  }
+  return acc;
 }
 
 }  // namespace
 
-absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) { return BatchNorm(a, 1); }
+absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) {
+  return BatchNorm(
+      a, MaxThreadsFor(a.n * a.c * a.s * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
+}
 
 absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
-  (void)max_threads;
-  ChannelCoefficients k(a.c);
+  const int64_t total = a.n * a.c * a.s;
+  if (total == 0) return absl::OkStatus();
   const double count = static_cast<double>(a.n * a.s);
-  for (int64_t c = 0; c < a.c; ++c) {
-    double mean, var;
+  const bool cf = a.layout == Layout::kChannelsFirst;
+  std::vector<double> mean(a.c), scale(a.c), shift(a.c);
+  // Per channel: statistics (training) or running stats, then the coefficients.
+  auto finish_channel = [&](int64_t c, double m, double var) {
     if (a.training) {
-      const Runs runs = a.layout == Layout::kChannelsFirst ? Runs{c * a.s, a.s, a.c * a.s, a.n}
-                                                           : Runs{c, 1, a.c, a.n * a.s};
-      const cpu::ChanMoments m = MomentsOf(a.x, runs);
-      mean = m.mean();
-      var = m.m2 / count;
-      if (a.batch_mean.present()) a.batch_mean.set(c, static_cast<float>(mean));
+      if (a.batch_mean.present()) a.batch_mean.set(c, static_cast<float>(m));
       if (a.batch_var.present()) a.batch_var.set(c, static_cast<float>(var));
       if (a.running_mean_out.present()) {
-        const double rm = (1 - a.momentum) * a.running_mean.at(c) + a.momentum * mean;
-        const double rv =
-            (1 - a.momentum) * a.running_var.at(c) + a.momentum * var * count / (count - 1);
-        a.running_mean_out.set(c, static_cast<float>(rm));
-        a.running_var_out.set(c, static_cast<float>(rv));
+        a.running_mean_out.set(
+            c, static_cast<float>((1 - a.momentum) * a.running_mean.at(c) + a.momentum * m));
+        a.running_var_out.set(c, static_cast<float>((1 - a.momentum) * a.running_var.at(c) +
+                                                    a.momentum * var * count / (count - 1)));
       }
-    } else {
-      mean = a.running_mean.at(c);
-      var = a.running_var.at(c);
     }
-    k.Set(c, mean, 1.0 / std::sqrt(var + a.eps), a.weight, a.bias, c);
+    mean[c] = m;
+    Coefficients(a.weight, a.bias, c, 1.0 / std::sqrt(var + a.eps), &scale[c], &shift[c]);
+  };
+  if (!a.training) {
+    for (int64_t c = 0; c < a.c; ++c) finish_channel(c, a.running_mean.at(c), a.running_var.at(c));
   }
-  Apply(a.x, a.y, a.n, a.c, a.s, a.layout, k, 0);
+  cpu::ScopedFlushDenormals flush;
+  if (cf) {
+    // Channel by channel: its N runs are reduced, then normalized while still in cache.
+    pool_->ParallelFor(a.c, max_threads, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        if (a.training) {
+          cpu::ChanMoments acc;
+          for (int64_t n = 0; n < a.n; ++n) {
+            double m, m2;
+            cpu::RunMoments(a.x.dtype, At(a.x, (n * a.c + c) * a.s), a.s, &m, &m2);
+            acc.Merge(static_cast<double>(a.s), m, m2);
+          }
+          finish_channel(c, acc.mean(), acc.m2 / count);
+        }
+        for (int64_t n = 0; n < a.n; ++n) {
+          const int64_t off = (n * a.c + c) * a.s;
+          cpu::ApplyRun(a.x.dtype, At(a.x, off), a.s, mean[c], scale[c], shift[c], a.y.dtype,
+                        At(a.y, off));
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+  // Channels last: x is a [N * S, C] matrix.
+  const int64_t rows = a.n * a.s;
+  if (a.training) {
+    const int parts = static_cast<int>(std::min<int64_t>(std::max(1, max_threads), rows));
+    std::vector<std::vector<cpu::ChanMoments>> partial(parts);
+    pool_->ParallelFor(parts, max_threads, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        partial[p] = ColumnMoments(a.x, a.c, rows * p / parts, rows * (p + 1) / parts);
+      }
+    });
+    for (int64_t c = 0; c < a.c; ++c) {
+      cpu::ChanMoments acc;
+      for (const auto& part : partial) acc.Merge(part[c].count, part[c].mean(), part[c].m2);
+      finish_channel(c, acc.mean(), acc.m2 / count);
+    }
+  }
+  pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
+    cpu::ApplyColumns(a.x.dtype, At(a.x, begin * a.c), end - begin, a.c, mean.data(), scale.data(),
+                      shift.data(), a.y.dtype, At(a.y, begin * a.c));
+  });
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) { return GroupNorm(a, 1); }
+absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) {
+  return GroupNorm(
+      a, MaxThreadsFor(a.n * a.c * a.s * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
+}
 
 absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
-  (void)max_threads;
+  const int64_t total = a.n * a.c * a.s;
+  if (total == 0) return absl::OkStatus();
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
-  ChannelCoefficients k(a.n * a.c);
-  for (int64_t n = 0; n < a.n; ++n) {
-    for (int64_t g = 0; g < a.groups; ++g) {
-      const Runs runs = a.layout == Layout::kChannelsFirst
-                            ? Runs{(n * a.c + g * cpg) * a.s, cpg * a.s, 0, 1}
-                            : Runs{n * a.s * a.c + g * cpg, cpg, a.c, a.s};
-      const cpu::ChanMoments m = MomentsOf(a.x, runs);
-      const double rstd = 1.0 / std::sqrt(m.m2 / count + a.eps);
-      for (int64_t c = g * cpg; c < (g + 1) * cpg; ++c) {
-        k.Set(n * a.c + c, m.mean(), rstd, a.weight, a.bias, c);
+  cpu::ScopedFlushDenormals flush;
+  if (a.layout == Layout::kChannelsFirst) {
+    // Instance by instance: a group is cpg * S contiguous elements.
+    pool_->ParallelFor(a.n * a.groups, max_threads, [&](int64_t begin, int64_t end) {
+      for (int64_t ng = begin; ng < end; ++ng) {
+        const int64_t n = ng / a.groups, g = ng % a.groups;
+        const int64_t off = (n * a.c + g * cpg) * a.s;
+        double mean, m2;
+        cpu::RunMoments(a.x.dtype, At(a.x, off), cpg * a.s, &mean, &m2);
+        const double rstd = 1.0 / std::sqrt(m2 / count + a.eps);
+        for (int64_t k = 0; k < cpg; ++k) {
+          const int64_t c = g * cpg + k;
+          double scale, shift;
+          Coefficients(a.weight, a.bias, c, rstd, &scale, &shift);
+          cpu::ApplyRun(a.x.dtype, At(a.x, off + k * a.s), a.s, mean, scale, shift, a.y.dtype,
+                        At(a.y, off + k * a.s));
+        }
       }
-    }
+    });
+    return absl::OkStatus();
   }
-  Apply(a.x, a.y, a.n, a.c, a.s, a.layout, k, a.c);
+  // Channels last, sample by sample: a sample is an [S, C] matrix whose columns fall into
+  // groups of cpg; it is reduced in two passes and normalized while in cache.
+  pool_->ParallelFor(a.n, max_threads, [&](int64_t begin, int64_t end) {
+    std::vector<double> sum(a.c), mean(a.c), m2(a.c), scale(a.c), shift(a.c);
+    for (int64_t n = begin; n < end; ++n) {
+      const int64_t off = n * a.s * a.c;
+      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(m2.begin(), m2.end(), 0.0);
+      cpu::ColumnSums(a.x.dtype, At(a.x, off), a.s, a.c, sum.data());
+      for (int64_t g = 0; g < a.groups; ++g) {
+        double s = 0;
+        for (int64_t k = 0; k < cpg; ++k) s += sum[g * cpg + k];
+        for (int64_t k = 0; k < cpg; ++k) mean[g * cpg + k] = s / count;
+      }
+      cpu::ColumnCenteredSquares(a.x.dtype, At(a.x, off), a.s, a.c, mean.data(), m2.data());
+      for (int64_t g = 0; g < a.groups; ++g) {
+        double s = 0;
+        for (int64_t k = 0; k < cpg; ++k) s += m2[g * cpg + k];
+        const double rstd = 1.0 / std::sqrt(s / count + a.eps);
+        for (int64_t k = 0; k < cpg; ++k) {
+          Coefficients(a.weight, a.bias, g * cpg + k, rstd, &scale[g * cpg + k],
+                       &shift[g * cpg + k]);
+        }
+      }
+      cpu::ApplyColumns(a.x.dtype, At(a.x, off), a.s, a.c, mean.data(), scale.data(), shift.data(),
+                        a.y.dtype, At(a.y, off));
+    }
+  });
   return absl::OkStatus();
 }
 

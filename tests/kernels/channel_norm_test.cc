@@ -15,6 +15,7 @@ namespace {
 
 using normd::testing::Buffer;
 using normd::testing::ExpectAllMatch;
+using normd::testing::ForEachTarget;
 using normd::testing::RandomValues;
 
 struct Shape {
@@ -113,61 +114,69 @@ void CheckGroupNorm(DType dtype, Layout layout, const Shape& sh, int64_t groups,
 }
 
 TEST_P(ChannelNormTest, BatchNormMatchesReference) {
-  const auto& [dtype, layout] = GetParam();
-  for (Shape sh : {Shape{2, 3, 5}, Shape{4, 16, 64}, Shape{1, 2, 9000}, Shape{8, 1, 1}}) {
-    const auto n = sh.n * sh.c * sh.s;
-    for (bool training : {true, false}) {
-      for (bool affine : {false, true}) {
-        CheckBatchNorm(dtype, layout, sh, training, affine, /*running=*/true,
-                       RandomValues(rng_, n, 0.3f, 2), rng_,
-                       Name("batch_norm", sh, training ? "train" : "eval"));
+  ForEachTarget([&] {
+    const auto& [dtype, layout] = GetParam();
+    for (Shape sh : {Shape{2, 3, 5}, Shape{4, 16, 64}, Shape{1, 2, 9000}, Shape{8, 1, 1}}) {
+      const auto n = sh.n * sh.c * sh.s;
+      for (bool training : {true, false}) {
+        for (bool affine : {false, true}) {
+          CheckBatchNorm(dtype, layout, sh, training, affine, /*running=*/true,
+                         RandomValues(rng_, n, 0.3f, 2), rng_,
+                         Name("batch_norm", sh, training ? "train" : "eval"));
+        }
       }
+      CheckBatchNorm(dtype, layout, sh, true, true, /*running=*/false,
+                     RandomValues(rng_, n, 0.3f, 2), rng_, Name("batch_norm", sh, "no running"));
     }
-    CheckBatchNorm(dtype, layout, sh, true, true, /*running=*/false, RandomValues(rng_, n, 0.3f, 2),
-                   rng_, Name("batch_norm", sh, "no running"));
-  }
+  });
 }
 
 TEST_P(ChannelNormTest, BatchNormAdversarial) {
-  const auto& [dtype, layout] = GetParam();
-  const Shape sh{4, 3, 4097};
-  const auto n = sh.n * sh.c * sh.s;
-  CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 1e4f, 1), rng_,
-                 Name("batch_norm", sh, "mean 1e4 var 1"));
-  CheckBatchNorm(dtype, layout, sh, true, false, true, RandomValues(rng_, n, 1e6f, 1e-3f), rng_,
-                 Name("batch_norm", sh, "1e6 spread 1e-3"));
-  CheckBatchNorm(dtype, layout, sh, true, true, true, std::vector<float>(n, -7.5f), rng_,
-                 Name("batch_norm", sh, "constant"));
-  CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 0, 3000), rng_,
-                 Name("batch_norm", sh, "large"));
+  ForEachTarget([&] {
+    const auto& [dtype, layout] = GetParam();
+    const Shape sh{4, 3, 4097};
+    const auto n = sh.n * sh.c * sh.s;
+    CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 1e4f, 1), rng_,
+                   Name("batch_norm", sh, "mean 1e4 var 1"));
+    CheckBatchNorm(dtype, layout, sh, true, false, true, RandomValues(rng_, n, 1e6f, 1e-3f), rng_,
+                   Name("batch_norm", sh, "1e6 spread 1e-3"));
+    CheckBatchNorm(dtype, layout, sh, true, true, true, std::vector<float>(n, -7.5f), rng_,
+                   Name("batch_norm", sh, "constant"));
+    CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 0, 3000), rng_,
+                   Name("batch_norm", sh, "large"));
+  });
 }
 
 TEST_P(ChannelNormTest, GroupNormMatchesReference) {
-  const auto& [dtype, layout] = GetParam();
-  struct Case {
-    Shape sh;
-    int64_t groups;
-  };
-  for (const Case& c : {Case{{2, 8, 4}, 4}, Case{{2, 8, 4}, 1}, Case{{2, 8, 4}, 8},
-                        Case{{3, 32, 49}, 32}, Case{{2, 64, 130}, 8}, Case{{1, 6, 1}, 3}}) {
-    for (bool affine : {false, true}) {
-      CheckGroupNorm(dtype, layout, c.sh, c.groups, affine,
-                     RandomValues(rng_, c.sh.n * c.sh.c * c.sh.s, -0.4f, 1.5f), rng_,
-                     Name("group_norm", c.sh, absl::StrCat("G=", c.groups).c_str()));
+  ForEachTarget([&] {
+    const auto& [dtype, layout] = GetParam();
+    struct Case {
+      Shape sh;
+      int64_t groups;
+    };
+    for (const Case& c : {Case{{2, 8, 4}, 4}, Case{{2, 8, 4}, 1}, Case{{2, 8, 4}, 8},
+                          Case{{3, 32, 49}, 32}, Case{{2, 64, 130}, 8}, Case{{1, 6, 1}, 3}}) {
+      for (bool affine : {false, true}) {
+        CheckGroupNorm(dtype, layout, c.sh, c.groups, affine,
+                       RandomValues(rng_, c.sh.n * c.sh.c * c.sh.s, -0.4f, 1.5f), rng_,
+                       Name("group_norm", c.sh, absl::StrCat("G=", c.groups).c_str()));
+      }
     }
-  }
+  });
 }
 
 TEST_P(ChannelNormTest, InstanceNormIsGroupNormPerChannel) {
-  const auto& [dtype, layout] = GetParam();
-  const Shape sh{2, 5, 4097};
-  const auto n = sh.n * sh.c * sh.s;
-  CheckGroupNorm(dtype, layout, sh, sh.c, true, RandomValues(rng_, n), rng_,
-                 Name("instance_norm", sh));
-  CheckGroupNorm(dtype, layout, sh, sh.c, true, RandomValues(rng_, n, 1e4f, 1), rng_,
-                 Name("instance_norm", sh, "mean 1e4 var 1"));
-  CheckGroupNorm(dtype, layout, sh, sh.c, false, std::vector<float>(n, 2.0f), rng_,
-                 Name("instance_norm", sh, "constant"));
+  ForEachTarget([&] {
+    const auto& [dtype, layout] = GetParam();
+    const Shape sh{2, 5, 4097};
+    const auto n = sh.n * sh.c * sh.s;
+    CheckGroupNorm(dtype, layout, sh, sh.c, true, RandomValues(rng_, n), rng_,
+                   Name("instance_norm", sh));
+    CheckGroupNorm(dtype, layout, sh, sh.c, true, RandomValues(rng_, n, 1e4f, 1), rng_,
+                   Name("instance_norm", sh, "mean 1e4 var 1"));
+    CheckGroupNorm(dtype, layout, sh, sh.c, false, std::vector<float>(n, 2.0f), rng_,
+                   Name("instance_norm", sh, "constant"));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,242 @@
+// Highway implementation of the per-channel primitives (channel_norm_simd.h).
+// foreach_target.h re-includes this file once per SIMD target and must come first; the
+// -inl.h follows highway.h.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/channel_norm_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/aligned_allocator.h"
+#include "kernels/cpu/channel_norm_simd.h"
+#include "kernels/cpu/simd-inl.h"
+#include "kernels/cpu/stats.h"
+// clang-format on
+
+#include <algorithm>
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Offset of the upper double half of a float vector (none on HWY_SCALAR, where WideHi is
+// zero and Narrow ignores it).
+HWY_INLINE int64_t HiOffset() {
+#if HWY_TARGET == HWY_SCALAR
+  return 0;
+#else
+  return static_cast<int64_t>(hn::Lanes(DD()));
+#endif
+}
+
+void RunMomentsImpl(DType t, const void* x, int64_t n, double* mean, double* m2) {
+  constexpr int64_t kChunk = 1 << 16;  // stays in L2 between the two passes
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
+  if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
+  const LoadRowFn load = PickLoadRow(t, Stat::kSum, false, false);
+  ChanMoments acc;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    const double m = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr, nullptr) / len;
+    const float hi = static_cast<float>(m);
+    acc.Merge(static_cast<double>(len), m,
+              CenteredSumOfSquares(buf.get(), len, hi, static_cast<float>(m - hi)));
+  }
+  *mean = acc.mean();
+  *m2 = acc.m2;
+}
+
+template <DType kT, DType kOut>
+void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VD vm = hn::Set(dd, mean), vs = hn::Set(dd, scale), vb = hn::Set(dd, shift);
+  auto f = [&](V v) HWY_ATTR {
+    return Narrow(hn::MulAdd(hn::Sub(WideHi(v), vm), vs, vb),
+                  hn::MulAdd(hn::Sub(WideLo(v), vm), vs, vb));
+  };
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    StoreAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
+  if (i < n) {
+    alignas(64) unsigned char tx[64 * 4] = {}, ty[64 * 4];
+    std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
+    StoreAs<kOut>(d, f(LoadAs<kT>(d, tx)), ty);
+    std::memcpy(Offset(y, kOut, i), ty, static_cast<size_t>(n - i) * ElementSize(kOut));
+  }
+}
+
+template <DType kT>
+void ColumnSumsT(const void* x, int64_t rows, int64_t cols, double* sum) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  const int64_t vec_cols = cols / N * N;
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* row = Offset(x, kT, r * cols);
+    for (int64_t c = 0; c < vec_cols; c += N) {
+      const V v = LoadAs<kT>(d, Offset(row, kT, c));
+      hn::StoreU(hn::Add(hn::LoadU(dd, sum + c), WideLo(v)), dd, sum + c);
+      if (H) hn::StoreU(hn::Add(hn::LoadU(dd, sum + c + H), WideHi(v)), dd, sum + c + H);
+    }
+    for (int64_t c = vec_cols; c < cols; ++c) sum[c] += LoadElement(kT, row, c);
+  }
+}
+
+template <DType kT>
+void ColumnCenteredSquaresT(const void* x, int64_t rows, int64_t cols, const double* mean,
+                            double* m2) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  const int64_t vec_cols = cols / N * N;
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* row = Offset(x, kT, r * cols);
+    for (int64_t c = 0; c < vec_cols; c += N) {
+      const V v = LoadAs<kT>(d, Offset(row, kT, c));
+      const VD lo = hn::Sub(WideLo(v), hn::LoadU(dd, mean + c));
+      hn::StoreU(hn::MulAdd(lo, lo, hn::LoadU(dd, m2 + c)), dd, m2 + c);
+      if (H) {
+        const VD hi = hn::Sub(WideHi(v), hn::LoadU(dd, mean + c + H));
+        hn::StoreU(hn::MulAdd(hi, hi, hn::LoadU(dd, m2 + c + H)), dd, m2 + c + H);
+      }
+    }
+    for (int64_t c = vec_cols; c < cols; ++c) {
+      const double dv = LoadElement(kT, row, c) - mean[c];
+      m2[c] += dv * dv;
+    }
+  }
+}
+
+template <DType kT, DType kOut>
+void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean,
+                   const double* scale, const double* shift, void* y) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  const int64_t vec_cols = cols / N * N;
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* in = Offset(x, kT, r * cols);
+    void* out = Offset(y, kOut, r * cols);
+    for (int64_t c = 0; c < vec_cols; c += N) {
+      const V v = LoadAs<kT>(d, Offset(in, kT, c));
+      const VD lo = hn::MulAdd(hn::Sub(WideLo(v), hn::LoadU(dd, mean + c)),
+                               hn::LoadU(dd, scale + c), hn::LoadU(dd, shift + c));
+      VD hi = lo;
+      if (H) {
+        hi = hn::MulAdd(hn::Sub(WideHi(v), hn::LoadU(dd, mean + c + H)),
+                        hn::LoadU(dd, scale + c + H), hn::LoadU(dd, shift + c + H));
+      }
+      StoreAs<kOut>(d, Narrow(hi, lo), Offset(out, kOut, c));
+    }
+    for (int64_t c = vec_cols; c < cols; ++c) {
+      const double v = (LoadElement(kT, in, c) - mean[c]) * scale[c] + shift[c];
+      StoreElement(kOut, out, c, static_cast<float>(v));
+    }
+  }
+}
+
+// Runtime dtype -> template instantiation.
+template <template <DType> class F, class... A>
+void ByType(DType t, A... args) {
+  switch (t) {
+    case DType::kF32:
+      return F<DType::kF32>::Run(args...);
+    case DType::kF16:
+      return F<DType::kF16>::Run(args...);
+    case DType::kBF16:
+      return F<DType::kBF16>::Run(args...);
+  }
+}
+template <DType kT>
+struct ColumnSumsF {
+  static void Run(const void* x, int64_t rows, int64_t cols, double* sum) {
+    ColumnSumsT<kT>(x, rows, cols, sum);
+  }
+};
+template <DType kT>
+struct ColumnCenteredSquaresF {
+  static void Run(const void* x, int64_t rows, int64_t cols, const double* mean, double* m2) {
+    ColumnCenteredSquaresT<kT>(x, rows, cols, mean, m2);
+  }
+};
+template <DType kT>
+struct ApplyRunF {
+  template <DType kOut>
+  struct Out {
+    static void Run(const void* x, int64_t n, double mean, double scale, double shift, void* y) {
+      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y);
+    }
+  };
+  static void Run(DType out, const void* x, int64_t n, double mean, double scale, double shift,
+                  void* y) {
+    ByType<Out>(out, x, n, mean, scale, shift, y);
+  }
+};
+template <DType kT>
+struct ApplyColumnsF {
+  template <DType kOut>
+  struct Out {
+    static void Run(const void* x, int64_t rows, int64_t cols, const double* mean,
+                    const double* scale, const double* shift, void* y) {
+      ApplyColumnsT<kT, kOut>(x, rows, cols, mean, scale, shift, y);
+    }
+  };
+  static void Run(DType out, const void* x, int64_t rows, int64_t cols, const double* mean,
+                  const double* scale, const double* shift, void* y) {
+    ByType<Out>(out, x, rows, cols, mean, scale, shift, y);
+  }
+};
+
+void ApplyRunImpl(DType t, const void* x, int64_t n, double mean, double scale, double shift,
+                  DType out, void* y) {
+  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y);
+}
+void ColumnSumsImpl(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
+  ByType<ColumnSumsF>(t, x, rows, cols, sum);
+}
+void ColumnCenteredSquaresImpl(DType t, const void* x, int64_t rows, int64_t cols,
+                               const double* mean, double* m2) {
+  ByType<ColumnCenteredSquaresF>(t, x, rows, cols, mean, m2);
+}
+void ApplyColumnsImpl(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
+                      const double* scale, const double* shift, DType out, void* y) {
+  ByType<ApplyColumnsF>(t, out, x, rows, cols, mean, scale, shift, y);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace normd::kernels::cpu {
+
+HWY_EXPORT(RunMomentsImpl);
+HWY_EXPORT(ApplyRunImpl);
+HWY_EXPORT(ColumnSumsImpl);
+HWY_EXPORT(ColumnCenteredSquaresImpl);
+HWY_EXPORT(ApplyColumnsImpl);
+
+void RunMoments(DType t, const void* x, int64_t n, double* mean, double* m2) {
+  HWY_DYNAMIC_DISPATCH(RunMomentsImpl)(t, x, n, mean, m2);
+}
+void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
+              void* y) {
+  HWY_DYNAMIC_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y);
+}
+void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
+  HWY_DYNAMIC_DISPATCH(ColumnSumsImpl)(t, x, rows, cols, sum);
+}
+void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
+                           double* m2) {
+  HWY_DYNAMIC_DISPATCH(ColumnCenteredSquaresImpl)(t, x, rows, cols, mean, m2);
+}
+void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
+                  const double* scale, const double* shift, DType out, void* y) {
+  HWY_DYNAMIC_DISPATCH(ApplyColumnsImpl)(t, x, rows, cols, mean, scale, shift, out, y);
+}
+
+}  // namespace normd::kernels::cpu
+#endif  // HWY_ONCE

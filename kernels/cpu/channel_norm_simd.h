@@ -1,0 +1,33 @@
+// SIMD primitives of the per-channel ops (BatchNorm, GroupNorm, InstanceNorm), dispatched
+// at run time to the best Highway target. Sums are in double; outputs are computed in
+// double and rounded once. Stateless apart from per-thread scratch; safe to call
+// concurrently on disjoint outputs.
+#ifndef NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
+#define NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
+
+#include <cstdint>
+
+#include "normd/kernels/dtype.h"
+
+namespace normd::kernels::cpu {
+
+// Mean and sum of squared deviations of n contiguous elements.
+void RunMoments(DType t, const void* x, int64_t n, double* mean, double* m2);
+
+// y[i] = (x[i] - mean) * scale + shift over n contiguous elements.
+void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift,
+              DType out, void* y);
+
+// Column statistics of a rows x cols block (row-major, row stride cols):
+// sum[c] += sum of column c; m2[c] += sum of (x - mean[c])^2 over column c.
+void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum);
+void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols,
+                           const double* mean, double* m2);
+
+// y[r, c] = (x[r, c] - mean[c]) * scale[c] + shift[c] over a rows x cols block.
+void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
+                  const double* scale, const double* shift, DType out, void* y);
+
+}  // namespace normd::kernels::cpu
+
+#endif  // NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_

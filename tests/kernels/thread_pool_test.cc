@@ -1,0 +1,113 @@
+// The pool covers every index once, the backend gives bit-identical results on one thread
+// and on all of them, and denormals are flushed as documented.
+#include "kernels/cpu/thread_pool.h"
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "normd/kernels/cpu_backend.h"
+#include "normd/kernels/reference.h"
+#include "tests/kernels/test_util.h"
+
+namespace normd::kernels {
+namespace {
+
+using normd::testing::Buffer;
+using normd::testing::RandomValues;
+
+TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
+  cpu::ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 5, 1000}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, 3, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << n << " " << i;
+  }
+}
+
+TEST(ThreadPoolTest, ConcurrentCallersRunInline) {
+  cpu::ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      for (int k = 0; k < 200; ++k) {
+        pool.ParallelFor(64, 2, [&](int64_t b, int64_t e) { total += e - b; });
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(total.load(), 4 * 200 * 64);
+}
+
+TEST(ThreadPoolTest, ResultsDoNotDependOnThreadCount) {
+  CpuBackendOptions many;
+  many.threads = 4;
+  many.min_parallel_bytes = 0;
+  CpuBackend parallel(many), single(CpuBackendOptions{1});
+  std::mt19937_64 rng(5);
+  Buffer x = Buffer::Of(DType::kBF16, RandomValues(rng, 37 * 513));
+  Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, 513, 1, 0.1f));
+  Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, 513));
+  Buffer y1(DType::kBF16, 37 * 513), y2(DType::kBF16, 37 * 513);
+  RowNormArgs a;
+  a.kind = RowNormKind::kLayer;
+  a.rows = 37;
+  a.cols = 513;
+  a.x = x.view();
+  a.weight = w.view();
+  a.bias = b.view();
+  a.eps = 1e-5;
+  a.y = y1.view_mut();
+  ASSERT_TRUE(single.RowNorm(a).ok());
+  a.y = y2.view_mut();
+  ASSERT_TRUE(parallel.RowNorm(a).ok());
+  EXPECT_EQ(0, std::memcmp(y1.bytes.data(), y2.bytes.data(), y1.bytes.size()));
+
+  for (Layout layout : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
+    Buffer cx = Buffer::Of(DType::kF32, RandomValues(rng, 6 * 8 * 77));
+    Buffer c1(DType::kF32, 6 * 8 * 77), c2(DType::kF32, 6 * 8 * 77);
+    BatchNormArgs bn;
+    bn.n = 6;
+    bn.c = 8;
+    bn.s = 77;
+    bn.layout = layout;
+    bn.x = cx.view();
+    bn.training = true;
+    bn.y = c1.view_mut();
+    ASSERT_TRUE(single.BatchNorm(bn).ok());
+    bn.y = c2.view_mut();
+    ASSERT_TRUE(parallel.BatchNorm(bn).ok());
+    // Channels-last BatchNorm merges per-thread partial statistics in a different order,
+    // so equality is to the accuracy rule rather than bit for bit.
+    normd::testing::ExpectAllMatch(c2, reference::BatchNorm(bn).y, "parallel batch_norm");
+  }
+}
+
+TEST(ThreadPoolTest, DenormalInputsCountAsZero) {
+  // FTZ/DAZ (thread_pool.h): an input below 2^-126 is zero, so this row is [0, 0, 1, 2].
+  Buffer x = Buffer::Of(DType::kF32, {1e-40f, -1e-41f, 1.0f, 2.0f});
+  Buffer zeroed = Buffer::Of(DType::kF32, {0, 0, 1.0f, 2.0f});
+  Buffer y(DType::kF32, 4);
+  RowNormArgs a;
+  a.kind = RowNormKind::kRms;
+  a.rows = 1;
+  a.cols = 4;
+  a.x = x.view();
+  a.eps = 1e-6;
+  a.y = y.view_mut();
+  CpuBackend cpu;
+  ASSERT_TRUE(cpu.RowNorm(a).ok());
+  EXPECT_EQ(y.at(0), 0.0f);
+  EXPECT_EQ(y.at(1), 0.0f);
+  a.x = zeroed.view();
+  normd::testing::ExpectAllMatch(y, reference::RowNorm(a).y, "flushed row");
+}
+
+}  // namespace
+}  // namespace normd::kernels
