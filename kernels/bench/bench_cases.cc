@@ -50,8 +50,8 @@ void AddRowCases(std::vector<BenchCase>* out) {
                     {"rms_norm", RowNormKind::kRms, true, false, false},
                     {"l2_norm", RowNormKind::kL2, false, false, false},
                     {"fused_add_rms_norm", RowNormKind::kRms, true, false, true}};
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 4096},     {8, 4096},     {64, 4096},
-                                                {4096, 4096},  {16384, 1024}, {1024, 65536}};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 4096},    {8, 4096},     {64, 4096},
+                                                {4096, 4096}, {16384, 1024}, {1024, 65536}};
   for (const Op& op : ops) {
     for (DType t : kDtypes) {
       for (auto [rows, cols] : shapes) {
@@ -163,7 +163,8 @@ void AddChannelCases(std::vector<BenchCase>* out) {
         // (a channel across the batch for BatchNorm, a sample for Group/InstanceNorm in
         // channels-last, a group or instance otherwise) fits in L2.
         int64_t unit_bytes = 0;
-        if (opn == "batch_norm_train") unit_bytes = cf ? N * S * ElementSize(t) : total * ElementSize(t);
+        if (opn == "batch_norm_train")
+          unit_bytes = cf ? N * S * ElementSize(t) : total * ElementSize(t);
         if (opn == "group_norm") unit_bytes = (cf ? (C / 32) * S : C * S) * ElementSize(t);
         if (opn == "instance_norm") unit_bytes = (cf ? S : C * S) * ElementSize(t);
         const int reads = unit_bytes > l2 ? 2 : 1;

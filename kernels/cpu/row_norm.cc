@@ -14,21 +14,23 @@ namespace {
 hwy::AlignedFreeUniquePtr<float[]> PaddedF32(const ConstTensor& t, int64_t n, float offset) {
   if (!t.present()) return nullptr;
   auto out = hwy::AllocateAligned<float>(static_cast<size_t>(n + cpu::kRowPad));
-  for (int64_t i = 0; i < n; ++i) out[i] = offset + t.at(i);
   std::fill(out.get() + n, out.get() + n + cpu::kRowPad, 0.0f);
+  cpu::WidenToF32(t.dtype, t.data, n, out.get());
+  if (offset != 0.0f) {
+    for (int64_t i = 0; i < n; ++i) out[i] += offset;
+  }
   return out;
 }
 
 }  // namespace
 
-absl::Status CpuBackend::RowNorm(const RowNormArgs& a) {
-  const int64_t bytes =
-      a.rows * a.cols * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype));
-  return RowNorm(a, MaxThreadsFor(bytes));
-}
+absl::Status CpuBackend::RowNorm(const RowNormArgs& a) { return RowNorm(a, threads()); }
 
 absl::Status CpuBackend::RowNorm(const RowNormArgs& a, int max_threads) {
   if (a.rows == 0 || a.cols == 0) return absl::OkStatus();
+  max_threads =
+      std::min(max_threads,
+               MaxThreadsFor(a.rows * a.cols * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
   // (offset + weight) is formed in fp32, as SEMANTICS.md defines it.
   const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
   const auto weight = PaddedF32(a.weight, a.cols, offset);
@@ -37,9 +39,8 @@ absl::Status CpuBackend::RowNorm(const RowNormArgs& a, int max_threads) {
   p.weight = weight.get();
   p.bias = bias.get();
   p.stream = a.rows * a.cols * ElementSize(a.y.dtype) > options_.stream_bytes;
-  pool_->ParallelFor(a.rows, max_threads, [&](int64_t begin, int64_t end) {
-    cpu::RowNormRows(a, p, begin, end);
-  });
+  pool_->ParallelFor(a.rows, max_threads,
+                     [&](int64_t begin, int64_t end) { cpu::RowNormRows(a, p, begin, end); });
   return absl::OkStatus();
 }
 

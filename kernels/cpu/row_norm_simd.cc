@@ -93,11 +93,14 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   const V vs = hn::Set(d, static_cast<float>(e.scale));
   const VD vmean = hn::Set(dd, e.center ? e.mean : 0.0), vsd = hn::Set(dd, e.scale);
   const VD valpha = hn::Set(dd, e.alpha);
-  auto compute = [&](int64_t i) HWY_ATTR {
+  // A copy in locals: stores through `out` could alias `e` as far as the compiler knows.
+  const Epilogue local = e;
+  // HWY_INLINE (always_inline): a call per vector would return it through memory.
+  const auto compute = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if constexpr (kWide) {
-      return EpilogueF64(d, buf, i, e, vmean, vsd, valpha);
+      return EpilogueF64(d, buf, i, local, vmean, vsd, valpha);
     } else {
-      return EpilogueF32(d, buf, i, e, vhi, vlo, vs);
+      return EpilogueF32(d, buf, i, local, vhi, vlo, vs);
     }
   };
   alignas(64) unsigned char part[64 * 4];
@@ -209,6 +212,10 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   if (p.stream) hwy::FlushStream();
 }
 
+void WidenToF32Impl(DType t, const void* src, int64_t n, float* dst) {
+  PickLoadRow(t, Stat::kNone, false, false)(src, nullptr, 0, n, dst, 0, nullptr, nullptr);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu
 HWY_AFTER_NAMESPACE();
@@ -217,6 +224,11 @@ HWY_AFTER_NAMESPACE();
 namespace normd::kernels::cpu {
 
 HWY_EXPORT(RowNormRowsImpl);
+HWY_EXPORT(WidenToF32Impl);
+
+void WidenToF32(DType t, const void* src, int64_t n, float* dst) {
+  HWY_DYNAMIC_DISPATCH(WidenToF32Impl)(t, src, n, dst);
+}
 
 void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   HWY_DYNAMIC_DISPATCH(RowNormRowsImpl)(a, p, row_begin, row_end);

@@ -21,6 +21,10 @@ struct RowParams {
 // Computes rows [row_begin, row_end) of `a`.
 void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end);
 
+// dst[0, n) <- src widened to fp32 (exactly), zero-padded to a whole vector.
+// REQUIRES: dst has room for n + kRowPad floats.
+void WidenToF32(DType t, const void* src, int64_t n, float* dst);
+
 // Floats of padding every RowParams array and row buffer needs past `cols`.
 inline constexpr int64_t kRowPad = 64;
 

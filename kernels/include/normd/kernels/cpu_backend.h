@@ -25,8 +25,9 @@ class ThreadPool;
 struct CpuBackendOptions {
   int threads = 0;  // 0: every core of the machine
   // Work smaller than this many bytes (input + output) runs on the calling thread: waking
-  // a worker costs more than it saves. Measured with normd-kernel-bench (BENCHMARKS.md).
-  int64_t min_parallel_bytes = 256 << 10;
+  // a worker costs more than it saves. Measured with normd-kernel-bench (BENCHMARKS.md):
+  // at 256 KiB two threads ran at half the speed of one, at 2 MiB 1.5-1.8x faster.
+  int64_t min_parallel_bytes = 1 << 20;
   // Outputs larger than this use non-temporal stores; 0: the last-level cache size.
   int64_t stream_bytes = 0;
 };
@@ -46,7 +47,8 @@ class CpuBackend final : public Backend {
   absl::Status BatchNorm(const BatchNormArgs& args) override;
   absl::Status GroupNorm(const GroupNormArgs& args) override;
 
-  // The same with an explicit thread limit (benchmarks compare 1 and all threads).
+  // The same with a thread limit (benchmarks compare 1 and all threads); work below
+  // min_parallel_bytes still runs on one thread.
   absl::Status RowNorm(const RowNormArgs& args, int max_threads);
   absl::Status BatchNorm(const BatchNormArgs& args, int max_threads);
   absl::Status GroupNorm(const GroupNormArgs& args, int max_threads);
@@ -54,6 +56,10 @@ class CpuBackend final : public Backend {
  private:
   int MaxThreadsFor(int64_t bytes) const;
 
+ public:
+  const CpuBackendOptions& options() const { return options_; }
+
+ private:
   CpuBackendOptions options_;
   std::unique_ptr<cpu::ThreadPool> pool_;
 };
