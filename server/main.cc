@@ -13,13 +13,14 @@ constexpr char kUsage[] =
     "usage: normd [--listen HOST:PORT] [--max-message-bytes N] [--log-level LEVEL]\n"
     "  --listen             address to serve on (default 0.0.0.0:50051; port 0 picks one)\n"
     "  --max-message-bytes  largest request/response message (default 268435456)\n"
+    "  --cpu-threads        CPU backend worker threads (default: every core)\n"
     "  --log-level          trace|debug|info|warn|error (default info)\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   normd::CliFlags flags(
-      {{"listen", false}, {"max-message-bytes", false}, {"log-level", false}, {"help", true}});
+      {{"listen", false}, {"max-message-bytes", false}, {"log-level", false}, {"cpu-threads", false}, {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
     if (!s.ok()) std::fprintf(stderr, "normd: %s\n", std::string(s.message()).c_str());
     std::fputs(kUsage, stderr);
@@ -34,6 +35,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.max_message_bytes = *max_bytes;
+  absl::StatusOr<int64_t> cpu_threads = flags.GetInt("cpu-threads", 0);
+  if (!cpu_threads.ok() || *cpu_threads < 0 || *cpu_threads > 1024) {
+    std::fprintf(stderr, "normd: --cpu-threads: expected 0 to 1024\n");
+    return 2;
+  }
+  options.cpu_threads = static_cast<int>(*cpu_threads);
 
   // Block the stop signals here so that every thread inherits the mask and one thread
   // waits for them synchronously.

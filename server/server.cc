@@ -17,7 +17,9 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   }
   std::unique_ptr<NormServer> s(new NormServer());
   std::vector<std::unique_ptr<kernels::Backend>> backends;
-  backends.push_back(std::make_unique<kernels::CpuBackend>());
+  kernels::CpuBackendOptions cpu_options;
+  cpu_options.threads = options.cpu_threads;
+  backends.push_back(std::make_unique<kernels::CpuBackend>(cpu_options));
   s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), SchedulerOptions{});
 
   ServiceOptions service_options;

@@ -17,6 +17,7 @@ namespace normd::server {
 struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
   int64_t max_message_bytes = 256 << 20;
+  int cpu_threads = 0;  // CPU backend worker pool size; 0: every core
 };
 
 class NormServer {

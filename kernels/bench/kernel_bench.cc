@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hwy/aligned_allocator.h"
+#include "hwy/targets.h"
 #include "kernels/bench/bench_cases.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
@@ -58,6 +59,7 @@ struct Row {
   std::string op, dtype, shape, backend;
   int threads;
   double gbps, memcpy_gbps;
+  int64_t bytes;
 };
 
 int Main(int argc, char** argv) {
@@ -77,12 +79,18 @@ int Main(int argc, char** argv) {
       options.stream_bytes = std::atoll(argv[++i]);
     } else if (a == "--min-parallel-bytes" && i + 1 < argc) {
       options.min_parallel_bytes = std::atoll(argv[++i]);
+    } else if (a == "--target" && i + 1 < argc) {
+      // Pin Highway's dispatch to one compiled target (AVX3, AVX2, SSE4, ...).
+      const std::string want = argv[++i];
+      for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+        if (want == hwy::TargetName(t)) hwy::SetSupportedTargetsForTest(t);
+      }
     } else if (a == "--no-reference") {
       reference = false;
     } else {
       std::fprintf(stderr,
                    "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
-                   "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N]\n");
+                   "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME]\n");
       return 2;
     }
   }
@@ -120,12 +128,12 @@ int Main(int argc, char** argv) {
       const double tm = TimePerCall([&] { copy(threads[k]); }, min_time);
       g[k] = c.bytes / tk / 1e9;
       m[k] = c.bytes / tm / 1e9;
-      rows.push_back({c.op, c.dtype, c.shape, "cpu", threads[k], g[k], m[k]});
+      rows.push_back({c.op, c.dtype, c.shape, "cpu", threads[k], g[k], m[k], c.bytes});
     }
     double ref = 0;
     if (reference && c.reference) {
       ref = c.bytes / TimePerCall(c.reference, min_time / 5, 1) / 1e9;
-      rows.push_back({c.op, c.dtype, c.shape, "reference", 1, ref, m[0]});
+      rows.push_back({c.op, c.dtype, c.shape, "reference", 1, ref, m[0], c.bytes});
     }
     std::printf("%-22s %-5s %-16s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %9.3f\n", c.op.c_str(),
                 c.dtype.c_str(), c.shape.c_str(), g[0], m[0], g[0] / m[0], g[1], m[1], g[1] / m[1],
@@ -139,7 +147,8 @@ int Main(int argc, char** argv) {
       objs.push_back(absl::StrCat(
           "{\"op\": \"", r.op, "\", \"dtype\": \"", r.dtype, "\", \"shape\": \"", r.shape,
           "\", \"threads\": ", r.threads, ", \"backend\": \"", r.backend, "\", \"gbps\": ", r.gbps,
-          ", \"memcpy_gbps\": ", r.memcpy_gbps, ", \"ratio\": ", r.gbps / r.memcpy_gbps, "}"));
+          ", \"memcpy_gbps\": ", r.memcpy_gbps, ", \"ratio\": ", r.gbps / r.memcpy_gbps,
+          ", \"bytes\": ", r.bytes, "}"));
     }
     std::ofstream(json_path) << "[\n  " << absl::StrJoin(objs, ",\n  ") << "\n]\n";
   }

@@ -15,14 +15,14 @@ namespace normd::kernels::cpu {
 void RunMoments(DType t, const void* x, int64_t n, double* mean, double* m2);
 
 // y[i] = (x[i] - mean) * scale + shift over n contiguous elements.
-void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift,
-              DType out, void* y);
+void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
+              void* y);
 
 // Column statistics of a rows x cols block (row-major, row stride cols):
 // sum[c] += sum of column c; m2[c] += sum of (x - mean[c])^2 over column c.
 void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum);
-void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols,
-                           const double* mean, double* m2);
+void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
+                           double* m2);
 
 // y[r, c] = (x[r, c] - mean[c]) * scale[c] + shift[c] over a rows x cols block.
 void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,

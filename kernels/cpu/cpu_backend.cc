@@ -1,7 +1,5 @@
 #include "normd/kernels/cpu_backend.h"
 
-#include <unistd.h>
-
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +11,6 @@ namespace normd::kernels {
 CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
   if (options_.threads <= 0) {
     options_.threads = std::max(1u, std::thread::hardware_concurrency());
-  }
-  if (options_.stream_bytes <= 0) {
-    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    options_.stream_bytes = llc > 0 ? llc : (32 << 20);
   }
   pool_ = std::make_unique<cpu::ThreadPool>(options_.threads);
 }

@@ -28,8 +28,11 @@ struct CpuBackendOptions {
   // a worker costs more than it saves. Measured with normd-kernel-bench (BENCHMARKS.md):
   // at 256 KiB two threads ran at half the speed of one, at 2 MiB 1.5-1.8x faster.
   int64_t min_parallel_bytes = 1 << 20;
-  // Outputs larger than this use non-temporal stores; 0: the last-level cache size.
-  int64_t stream_bytes = 0;
+  // Outputs larger than this use non-temporal stores (no read-for-ownership of output
+  // lines that will not be reused from cache). Measured with normd-kernel-bench
+  // --stream-bytes: from 8 MiB streaming was faster on every row-wise shape; this VM
+  // reports a 105 MiB shared L3 that one core cannot hold on to.
+  int64_t stream_bytes = 8 << 20;
 };
 
 class CpuBackend final : public Backend {

@@ -1,0 +1,126 @@
+"""PyTorch's CPU kernels beside normd's, in the same run on the same shapes.
+
+Runs normd-kernel-bench (--json) for the ops PyTorch has, then times
+torch.nn.functional.layer_norm, the RMSNorm formula x * rsqrt(mean(x^2) + eps) * w (Debian's
+torch 1.13 has no rms_norm), F.normalize, F.batch_norm, F.group_norm and F.instance_norm on
+the same shapes and dtypes, single-threaded and with all threads, and prints GB/s (same byte
+accounting as normd-kernel-bench) and the ratio normd / torch.
+
+  /usr/bin/python3 kernels/bench/torch_cpu_bench.py --bench build/kernels/normd-kernel-bench \
+      [--filter REGEX] [--json OUT]
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def median_time(fn, min_time):
+    fn()
+    times = []
+    for _ in range(5):
+        iters, t = 1, 0.0
+        while True:
+            start = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            t = time.perf_counter() - start
+            if t >= min_time / 5:
+                break
+            iters *= 2
+        times.append(t / iters)
+    return sorted(times)[2]
+
+
+def torch_case(op, dtype, shape):
+    """A callable running torch's version of a normd-kernel-bench case."""
+    dims = [int(d) for d in shape.split("x")]
+    t = DT[dtype]
+    x = torch.randn(dims, dtype=torch.float32).to(t)
+    if op in ("layer_norm", "rms_norm", "l2_norm", "fused_add_rms_norm", "qk_norm"):
+        d = dims[-1]
+        w = torch.randn(d, dtype=t)
+        b = torch.randn(d, dtype=t)
+        if op == "layer_norm":
+            return lambda: F.layer_norm(x, (d,), w, b, 1e-5)
+        if op == "l2_norm":
+            return lambda: F.normalize(x, p=2.0, dim=-1)
+        if op == "fused_add_rms_norm":
+            s = torch.randn(dims, dtype=torch.float32).to(t)
+
+            def fused():
+                h = x + s
+                return h * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(t) * w, h
+            return fused
+        if op == "qk_norm":
+            k = torch.randn(dims, dtype=torch.float32).to(t)
+
+            def qk():
+                for v in (x, k):
+                    (v.float() * torch.rsqrt(v.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(t) * w
+            return qk
+        return lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(t) * w
+    channels_last = shape == "32x56x56x64"
+    if channels_last:
+        x = x.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    c = 64
+    w = torch.randn(c, dtype=torch.float32)
+    b = torch.randn(c, dtype=torch.float32)
+    rm, rv = torch.zeros(c), torch.ones(c)
+    if op == "batch_norm_train":
+        return lambda: F.batch_norm(x, rm.clone(), rv.clone(), w, b, True, 0.1, 1e-5)
+    if op == "batch_norm_eval":
+        return lambda: F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)
+    if op == "group_norm":
+        return lambda: F.group_norm(x, 32, w, b, 1e-5)
+    if op == "instance_norm":
+        return lambda: F.instance_norm(x, None, None, w, b, True, 0.1, 1e-5)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default="build/kernels/normd-kernel-bench")
+    ap.add_argument("--filter", default=".*")
+    ap.add_argument("--min-time", type=float, default=0.25)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    out = tempfile.mktemp(suffix=".json")
+    subprocess.run([args.bench, "--filter", args.filter, "--json", out, "--no-reference",
+                    "--min-time", str(args.min_time)], check=True)
+    normd = json.load(open(out))
+    os.unlink(out)
+    rows = []
+    print(f"\ntorch {torch.__version__} CPU vs normd (GB/s with normd-kernel-bench's byte accounting)")
+    print(f"{'op':22} {'dtype':5} {'shape':14} {'thr':>3} {'normd':>8} {'torch':>8} {'ratio':>6}")
+    for r in normd:
+        if r["backend"] != "cpu":
+            continue
+        fn = torch_case(r["op"], r["dtype"], r["shape"])
+        if fn is None:
+            continue
+        torch.set_num_threads(r["threads"])
+        try:
+            secs = median_time(fn, args.min_time)
+        except RuntimeError as e:  # an op/dtype torch 1.13 CPU does not implement
+            print(f"{r['op']:22} {r['dtype']:5} {r['shape']:14} {r['threads']:>3} {r['gbps']:8.2f} "
+                  f"{'n/a':>8}   ({str(e).splitlines()[0][:60]})")
+            continue
+        bytes_ = r["bytes"]  # the same traffic normd-kernel-bench counted
+        tg = bytes_ / secs / 1e9
+        rows.append({**r, "torch_gbps": tg, "ratio_vs_torch": r["gbps"] / tg})
+        print(f"{r['op']:22} {r['dtype']:5} {r['shape']:14} {r['threads']:>3} {r['gbps']:8.2f} {tg:8.2f} "
+              f"{r['gbps'] / tg:6.2f}")
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
