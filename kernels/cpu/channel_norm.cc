@@ -54,10 +54,7 @@ std::vector<cpu::ChanMoments> ColumnMoments(const ConstTensor& x, int64_t c_dim,
 
 }  // namespace
 
-absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) {
-  return BatchNorm(
-      a, MaxThreadsFor(a.n * a.c * a.s * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
-}
+absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) { return BatchNorm(a, threads()); }
 
 absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
@@ -131,10 +128,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) {
-  return GroupNorm(
-      a, MaxThreadsFor(a.n * a.c * a.s * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
-}
+absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) { return GroupNorm(a, threads()); }
 
 absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
