@@ -12,7 +12,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DNORMD_TESTS=OFF -DNORMD_CU
 FROM debian:12-slim
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libspdlog1.10 libabsl20220623 ca-certificates \
+      libgrpc++1.51 libprotobuf32 libspdlog1.10 libabsl20220623 libhwy1 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 normd
 COPY --from=build /opt/normd/bin/ /usr/local/bin/
