@@ -59,8 +59,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) { return BatchNorm(a,
 absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
   if (total == 0) return absl::OkStatus();
-  max_threads = std::min(max_threads,
-                         MaxThreadsFor(total * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
+  max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
   const double count = static_cast<double>(a.n * a.s);
   const bool cf = a.layout == Layout::kChannelsFirst;
   std::vector<double> mean(a.c), scale(a.c), shift(a.c);
@@ -133,8 +132,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) { return GroupNorm(a,
 absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
   if (total == 0) return absl::OkStatus();
-  max_threads = std::min(max_threads,
-                         MaxThreadsFor(total * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
+  max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
   cpu::ScopedFlushDenormals flush;

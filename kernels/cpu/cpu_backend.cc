@@ -1,5 +1,6 @@
 #include "normd/kernels/cpu_backend.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -32,8 +33,9 @@ std::string CpuBackend::device() const {
                       targets.empty() ? "none" : hwy::TargetName(targets.front()));
 }
 
-int CpuBackend::MaxThreadsFor(int64_t bytes) const {
-  return bytes < options_.min_parallel_bytes ? 1 : threads();
+int CpuBackend::ThreadsFor(int64_t elements, DType in, DType out, int max_threads) const {
+  const int64_t bytes = elements * (ElementSize(in) + ElementSize(out));
+  return bytes < options_.min_parallel_bytes ? 1 : std::min(max_threads, threads());
 }
 
 }  // namespace normd::kernels

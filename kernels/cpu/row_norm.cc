@@ -28,9 +28,7 @@ absl::Status CpuBackend::RowNorm(const RowNormArgs& a) { return RowNorm(a, threa
 
 absl::Status CpuBackend::RowNorm(const RowNormArgs& a, int max_threads) {
   if (a.rows == 0 || a.cols == 0) return absl::OkStatus();
-  max_threads =
-      std::min(max_threads,
-               MaxThreadsFor(a.rows * a.cols * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype))));
+  max_threads = ThreadsFor(a.rows * a.cols, a.x.dtype, a.y.dtype, max_threads);
   // (offset + weight) is formed in fp32, as SEMANTICS.md defines it.
   const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
   const auto weight = PaddedF32(a.weight, a.cols, offset);

@@ -1,7 +1,8 @@
-// Highway implementation of RowNormRows. Per row: one pass loads and widens the input
-// (fusing h = alpha * skip + x, and summing in double for the mean) into an fp32 row
-// buffer that stays in L1/L2; statistics passes run on that buffer; the epilogue rewrites
-// it in place; one pass converts and stores it. The input is read from memory once.
+// Highway implementation of RowNormRows. Per row: one pass loads and widens the input into
+// an fp32 row buffer that stays in L1/L2, fusing h = alpha * skip + x (and storing h) and
+// accumulating the sum or sum of squares in double; LayerNorm adds a centred pass over the
+// buffer; one pass computes the epilogue, converts and stores y (non-temporal when large).
+// The input is read from memory once.
 //
 // Precision (see stats.h): values widened to fp32, every sum (mean, squares, squared
 // deviations) accumulated in double; the epilogue runs in fp32 when it only multiplies, and in

@@ -56,13 +56,13 @@ class CpuBackend final : public Backend {
   absl::Status BatchNorm(const BatchNormArgs& args, int max_threads);
   absl::Status GroupNorm(const GroupNormArgs& args, int max_threads);
 
- private:
-  int MaxThreadsFor(int64_t bytes) const;
-
- public:
   const CpuBackendOptions& options() const { return options_; }
 
  private:
+  // Threads for `elements` read as `in` and written as `out`, at most max_threads: one
+  // below min_parallel_bytes.
+  int ThreadsFor(int64_t elements, DType in, DType out, int max_threads) const;
+
   CpuBackendOptions options_;
   std::unique_ptr<cpu::ThreadPool> pool_;
 };
