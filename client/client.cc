@@ -50,8 +50,8 @@ void SetResidual(const std::optional<ResidualOptions>& r, v1::Residual* out) {
 
 class GrpcNormalizeStream final : public NormalizeStream {
  public:
-  explicit GrpcNormalizeStream(v1::NormService::Stub* stub) {
-    stream_ = stub->NormalizeStream(&context_);
+  GrpcNormalizeStream(v1::NormService::Stub* stub, bool echo) {
+    stream_ = echo ? stub->EchoStream(&context_) : stub->NormalizeStream(&context_);
   }
   bool Write(const v1::NormalizeRequest& request) override { return stream_->Write(request); }
   bool Read(v1::NormalizeResponse* response) override { return stream_->Read(response); }
@@ -113,8 +113,20 @@ absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeReque
   return response;
 }
 
+absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::NormalizeResponse response;
+  if (absl::Status s = FromGrpc(stub_->Echo(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
 std::unique_ptr<NormalizeStream> Client::OpenStream() {
-  return std::make_unique<GrpcNormalizeStream>(stub_.get());
+  return std::make_unique<GrpcNormalizeStream>(stub_.get(), /*echo=*/false);
+}
+
+std::unique_ptr<NormalizeStream> Client::OpenEchoStream() {
+  return std::make_unique<GrpcNormalizeStream>(stub_.get(), /*echo=*/true);
 }
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
@@ -156,6 +168,7 @@ absl::StatusOr<NormResult> Client::Call(const v1::NormalizeRequest& request) {
   take(r->has_running_var(), r->running_var(), &out.running_var);
   out.backend = r->backend() == v1::BACKEND_CUDA ? Backend::kCuda : Backend::kCpu;
   out.queue_us = r->timing().queue_us();
+  out.batch_requests = r->timing().batch_requests();
   out.compute_us = r->timing().compute_us();
   out.total_us = r->timing().total_us();
   return out;

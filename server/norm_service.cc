@@ -1,11 +1,9 @@
 #include "server/norm_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "normd/kernels/deepnorm.h"
-#include "server/request_builder.h"
+#include "server/reactors.h"
 #include "server/status_map.h"
-#include "spdlog/spdlog.h"
 
 #ifndef NORMD_VERSION
 #define NORMD_VERSION "0.0.0"
@@ -13,56 +11,34 @@
 
 namespace normd::server {
 
-absl::Status NormServiceImpl::Handle(const v1::NormalizeRequest& request,
-                                     v1::NormalizeResponse* response) {
-  const absl::Time start = absl::Now();
-  response->set_id(request.id());
-  absl::StatusOr<Job> job = BuildJob(request, options_.limits, response);
-  absl::StatusOr<RunResult> run = job.ok() ? scheduler_->Run(*job) : job.status();
-  if (!run.ok()) {
-    // Partially allocated outputs must not travel with an error.
-    response->Clear();
-    response->set_id(request.id());
-    if (run.status().code() == absl::StatusCode::kInternal) {
-      spdlog::error("request {}: {}", request.id(), run.status().ToString());
-    } else {
-      spdlog::debug("request {} rejected: {}", request.id(), run.status().ToString());
-    }
-    return run.status();
-  }
-  response->set_backend(run->backend == kernels::BackendKind::kCuda ? v1::BACKEND_CUDA
-                                                                    : v1::BACKEND_CPU);
-  v1::Timing* timing = response->mutable_timing();
-  timing->set_queue_us(0);  // runs inline: no queue yet
-  timing->set_compute_us(run->compute_us);
-  timing->set_total_us(absl::ToInt64Microseconds(absl::Now() - start));
-  return absl::OkStatus();
+grpc::ServerUnaryReactor* NormServiceImpl::Normalize(grpc::CallbackServerContext* context,
+                                                     const v1::NormalizeRequest* request,
+                                                     v1::NormalizeResponse* response) {
+  return StartUnaryNormalize(env_, context, request, response);
 }
 
-grpc::Status NormServiceImpl::Normalize(grpc::ServerContext*, const v1::NormalizeRequest* request,
-                                        v1::NormalizeResponse* response) {
-  return ToGrpcStatus(Handle(*request, response));
+grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>*
+NormServiceImpl::NormalizeStream(grpc::CallbackServerContext* context) {
+  return StartNormalizeStream(env_, context, /*echo=*/false);
 }
 
-grpc::Status NormServiceImpl::NormalizeStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::NormalizeResponse, v1::NormalizeRequest>* stream) {
-  v1::NormalizeRequest request;
-  while (stream->Read(&request)) {
-    v1::NormalizeResponse response;
-    if (absl::Status s = Handle(request, &response); !s.ok()) {
-      // One bad request answers for its own id; the stream goes on.
-      response.mutable_error()->set_code(static_cast<int>(s.code()));
-      response.mutable_error()->set_message(std::string(s.message()));
-    }
-    if (!stream->Write(response)) break;
-    if (context->IsCancelled()) break;
-  }
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* NormServiceImpl::Echo(grpc::CallbackServerContext* context,
+                                                const v1::NormalizeRequest* request,
+                                                v1::NormalizeResponse* response) {
+  EchoInto(*request, response);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
-grpc::Status NormServiceImpl::GetServerInfo(grpc::ServerContext*, const v1::ServerInfoRequest*,
-                                            v1::ServerInfo* info) {
+grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* NormServiceImpl::EchoStream(
+    grpc::CallbackServerContext* context) {
+  return StartNormalizeStream(env_, context, /*echo=*/true);
+}
+
+grpc::ServerUnaryReactor* NormServiceImpl::GetServerInfo(grpc::CallbackServerContext* context,
+                                                         const v1::ServerInfoRequest*,
+                                                         v1::ServerInfo* info) {
   info->set_version(NORMD_VERSION);
   for (const char* op : {"layer_norm", "rms_norm", "l2_norm", "batch_norm", "group_norm",
                          "instance_norm", "qk_norm"}) {
@@ -70,7 +46,7 @@ grpc::Status NormServiceImpl::GetServerInfo(grpc::ServerContext*, const v1::Serv
   }
   for (v1::DType t : {v1::F32, v1::F16, v1::BF16}) info->add_dtypes(t);
   bool has_cuda = false;
-  for (const auto& b : scheduler_->backends()) {
+  for (const auto& b : env_.scheduler->backends()) {
     v1::BackendInfo* bi = info->add_backends();
     const bool cuda = b->kind() == kernels::BackendKind::kCuda;
     has_cuda = has_cuda || cuda;
@@ -85,15 +61,24 @@ grpc::Status NormServiceImpl::GetServerInfo(grpc::ServerContext*, const v1::Serv
     bi->set_available(false);
     bi->set_device("none: this build has no CUDA backend");
   }
-  info->set_max_message_bytes(options_.max_message_bytes);
-  info->set_max_rank(options_.limits.max_rank);
-  info->set_max_elements(options_.limits.max_elements);
-  return grpc::Status::OK;
+  info->set_max_message_bytes(env_.options.max_message_bytes);
+  info->set_max_rank(env_.options.limits.max_rank);
+  info->set_max_elements(env_.options.limits.max_elements);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
-grpc::Status NormServiceImpl::GetDeepNormCoefficients(grpc::ServerContext*,
-                                                      const v1::DeepNormRequest* request,
-                                                      v1::DeepNormCoefficients* response) {
+grpc::ServerUnaryReactor* NormServiceImpl::GetDeepNormCoefficients(
+    grpc::CallbackServerContext* context, const v1::DeepNormRequest* request,
+    v1::DeepNormCoefficients* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(DeepNorm(request, response)));
+  return reactor;
+}
+
+absl::Status NormServiceImpl::DeepNorm(const v1::DeepNormRequest* request,
+                                       v1::DeepNormCoefficients* response) {
   kernels::Architecture arch;
   switch (request->architecture()) {
     case v1::ENCODER:
@@ -106,18 +91,18 @@ grpc::Status NormServiceImpl::GetDeepNormCoefficients(grpc::ServerContext*,
       arch = kernels::Architecture::kEncoderDecoder;
       break;
     default:
-      return ToGrpcStatus(absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           absl::StrCat("architecture: expected ENCODER, DECODER or ENCODER_DECODER, got ",
-                       static_cast<int>(request->architecture()))));
+                       static_cast<int>(request->architecture())));
   }
   absl::StatusOr<kernels::DeepNormCoefficients> c =
       kernels::ComputeDeepNorm(arch, request->encoder_layers(), request->decoder_layers());
-  if (!c.ok()) return ToGrpcStatus(c.status());
+  if (!c.ok()) return c.status();
   if (c->encoder_alpha) response->set_encoder_alpha(*c->encoder_alpha);
   if (c->encoder_beta) response->set_encoder_beta(*c->encoder_beta);
   if (c->decoder_alpha) response->set_decoder_alpha(*c->decoder_alpha);
   if (c->decoder_beta) response->set_decoder_beta(*c->decoder_beta);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 }  // namespace normd::server

@@ -1,5 +1,8 @@
-// The NormService gRPC handlers: decode and validate (request_builder), run through the
-// Scheduler, fill timing and backend, and map errors once at this edge.
+// The NormService gRPC handlers on gRPC's callback API: no gRPC thread waits on compute.
+// Normalize and NormalizeStream validate a request into a Work (call_env.h) and hand it
+// to the Scheduler, whose completion answers the call; Echo/EchoStream answer from the
+// handler without compute; GetServerInfo and GetDeepNormCoefficients answer at once.
+// absl::Status becomes a gRPC status in one place (status_map.h).
 //
 // Thread safety: handlers run concurrently on gRPC's threads; the service holds only
 // immutable configuration and the (thread-safe) Scheduler.
@@ -7,38 +10,36 @@
 #define NORMD_SERVER_NORM_SERVICE_H_
 
 #include "normd/v1/normd.grpc.pb.h"
-#include "server/scheduling/scheduler.h"
-#include "server/tensor_checks.h"
+#include "server/call_env.h"
 
 namespace normd::server {
 
-struct ServiceOptions {
-  Limits limits;
-  int64_t max_message_bytes = 0;
-};
-
-class NormServiceImpl final : public v1::NormService::Service {
+class NormServiceImpl final : public v1::NormService::CallbackService {
  public:
-  NormServiceImpl(Scheduler* scheduler, ServiceOptions options)
-      : scheduler_(scheduler), options_(options) {}
+  NormServiceImpl(Scheduler* scheduler, ServiceOptions options) : env_{scheduler, options} {}
 
-  grpc::Status Normalize(grpc::ServerContext* context, const v1::NormalizeRequest* request,
-                         v1::NormalizeResponse* response) override;
-  grpc::Status NormalizeStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::NormalizeResponse, v1::NormalizeRequest>* stream) override;
-  grpc::Status GetServerInfo(grpc::ServerContext* context, const v1::ServerInfoRequest* request,
-                             v1::ServerInfo* response) override;
-  grpc::Status GetDeepNormCoefficients(grpc::ServerContext* context,
-                                       const v1::DeepNormRequest* request,
-                                       v1::DeepNormCoefficients* response) override;
+  grpc::ServerUnaryReactor* Normalize(grpc::CallbackServerContext* context,
+                                      const v1::NormalizeRequest* request,
+                                      v1::NormalizeResponse* response) override;
+  grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* NormalizeStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
+                                 const v1::NormalizeRequest* request,
+                                 v1::NormalizeResponse* response) override;
+  grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* EchoStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const v1::ServerInfoRequest* request,
+                                          v1::ServerInfo* response) override;
+  grpc::ServerUnaryReactor* GetDeepNormCoefficients(grpc::CallbackServerContext* context,
+                                                    const v1::DeepNormRequest* request,
+                                                    v1::DeepNormCoefficients* response) override;
 
  private:
-  // Validates and runs one request; on error the response holds only the id.
-  absl::Status Handle(const v1::NormalizeRequest& request, v1::NormalizeResponse* response);
+  static absl::Status DeepNorm(const v1::DeepNormRequest* request,
+                               v1::DeepNormCoefficients* response);
 
-  Scheduler* scheduler_;
-  ServiceOptions options_;
+  CallEnv env_;
 };
 
 }  // namespace normd::server

@@ -1,6 +1,9 @@
 #include "server/server.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -16,14 +19,18 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
                                                    ", got ", options.max_message_bytes));
   }
   std::unique_ptr<NormServer> s(new NormServer());
-  std::vector<std::unique_ptr<kernels::Backend>> backends;
-  kernels::CpuBackendOptions cpu_options;
-  cpu_options.threads = options.cpu_threads;
-  backends.push_back(std::make_unique<kernels::CpuBackend>(cpu_options));
-  s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), SchedulerOptions{});
+  std::vector<std::shared_ptr<kernels::Backend>> backends = options.backends;
+  if (backends.empty()) {
+    kernels::CpuBackendOptions cpu_options;
+    cpu_options.threads = options.cpu_threads;
+    backends.push_back(std::make_shared<kernels::CpuBackend>(cpu_options));
+  }
+  s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), options.scheduler);
+  s->drain_timeout_ = options.drain_timeout;
 
   ServiceOptions service_options;
   service_options.max_message_bytes = options.max_message_bytes;
+  service_options.stream_window = std::max(1, options.stream_window);
   // The largest tensor that fits in a message: 2-byte elements.
   service_options.limits.max_elements = options.max_message_bytes / 2;
   s->service_ = std::make_unique<NormServiceImpl>(s->scheduler_.get(), service_options);
@@ -40,16 +47,24 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
     return absl::UnavailableError(absl::StrCat("listen: could not bind ", options.listen));
   }
   s->server_->GetHealthCheckService()->SetServingStatus(v1::NormService::service_full_name(), true);
-  spdlog::info("normd listening on {} (port {}), backends: cpu [{}]", options.listen, s->port_,
-               s->scheduler_->backends().front()->device());
+  std::string backends_desc;
+  for (const auto& b : s->scheduler_->backends()) {
+    absl::StrAppend(&backends_desc, backends_desc.empty() ? "" : ", ",
+                    b->kind() == kernels::BackendKind::kCuda ? "cuda [" : "cpu [", b->device(),
+                    "]");
+  }
+  spdlog::info("normd listening on {} (port {}), backends: {}", options.listen, s->port_,
+               backends_desc);
   return s;
 }
 
 void NormServer::Shutdown() {
-  if (!server_) return;
+  if (!server_ || shut_down_) return;
+  shut_down_ = true;
   // Health first, so that probes and balancers stop sending before the listener closes.
   server_->GetHealthCheckService()->Shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + drain_timeout_));
+  scheduler_->Shutdown();
 }
 
 NormServer::~NormServer() { Shutdown(); }

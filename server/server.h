@@ -7,8 +7,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "server/norm_service.h"
 
@@ -18,6 +20,12 @@ struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
   int64_t max_message_bytes = 256 << 20;
   int cpu_threads = 0;  // CPU backend worker pool size; 0: every core
+  SchedulerOptions scheduler;
+  int stream_window = 64;  // requests of one stream in flight at once
+  // Tests only: the backends to serve with instead of the machine's.
+  std::vector<std::shared_ptr<kernels::Backend>> backends;
+  // How long Shutdown lets calls in flight finish before cancelling them.
+  absl::Duration drain_timeout = absl::Seconds(5);
 };
 
 class NormServer {
@@ -26,7 +34,10 @@ class NormServer {
   ~NormServer();
 
   int port() const { return port_; }
+  SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
   void Wait() { server_->Wait(); }
+  // Health NOT_SERVING, stop accepting calls, let the calls in flight finish (cancelling
+  // those still running after drain_timeout), then stop the scheduler. Idempotent.
   void Shutdown();
 
  private:
@@ -36,6 +47,8 @@ class NormServer {
   std::unique_ptr<NormServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  absl::Duration drain_timeout_;
+  bool shut_down_ = false;
 };
 
 }  // namespace normd::server

@@ -1,6 +1,7 @@
 // CpuBackend::RowNorm: prepares the per-call constants and splits the rows across the
 // pool; the per-row work is the SIMD kernel in row_norm_simd.cc.
 #include <algorithm>
+#include <vector>
 
 #include "hwy/aligned_allocator.h"
 #include "kernels/cpu/row_norm_simd.h"
@@ -27,18 +28,65 @@ hwy::AlignedFreeUniquePtr<float[]> PaddedF32(const ConstTensor& t, int64_t n, fl
 absl::Status CpuBackend::RowNorm(const RowNormArgs& a) { return RowNorm(a, threads()); }
 
 absl::Status CpuBackend::RowNorm(const RowNormArgs& a, int max_threads) {
-  if (a.rows == 0 || a.cols == 0) return absl::OkStatus();
-  max_threads = ThreadsFor(a.rows * a.cols, a.x.dtype, a.y.dtype, max_threads);
-  // (offset + weight) is formed in fp32, as SEMANTICS.md defines it.
-  const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
-  const auto weight = PaddedF32(a.weight, a.cols, offset);
-  const auto bias = PaddedF32(a.bias, a.cols, 0.0f);
-  cpu::RowParams p;
-  p.weight = weight.get();
-  p.bias = bias.get();
-  p.stream = a.rows * a.cols * ElementSize(a.y.dtype) > options_.stream_bytes;
-  pool_->ParallelFor(a.rows, max_threads,
-                     [&](int64_t begin, int64_t end) { cpu::RowNormRows(a, p, begin, end); });
+  return RowNormBatch(absl::MakeConstSpan(&a, 1), max_threads);
+}
+
+absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
+  return RowNormBatch(segments, threads());
+}
+
+absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, int max_threads) {
+  // Per segment: its fp32 parameters and where its rows start in the concatenation.
+  struct Segment {
+    const RowNormArgs* args;
+    cpu::RowParams params;
+    hwy::AlignedFreeUniquePtr<float[]> weight, bias;
+    int64_t first_row;
+  };
+  std::vector<Segment> segs;
+  segs.reserve(segments.size());
+  int64_t rows = 0, elements = 0, out_bytes = 0;
+  DType in = DType::kF32, out = DType::kF32;
+  for (const RowNormArgs& a : segments) {
+    if (a.rows == 0 || a.cols == 0) continue;
+    // (offset + weight) is formed in fp32, as SEMANTICS.md defines it.
+    const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
+    Segment& s = segs.emplace_back();
+    s.args = &a;
+    s.weight = PaddedF32(a.weight, a.cols, offset);
+    s.bias = PaddedF32(a.bias, a.cols, 0.0f);
+    s.params.weight = s.weight.get();
+    s.params.bias = s.bias.get();
+    s.first_row = rows;
+    rows += a.rows;
+    elements += a.rows * a.cols;
+    out_bytes += a.rows * a.cols * ElementSize(a.y.dtype);
+    in = a.x.dtype;
+    out = a.y.dtype;
+  }
+  if (segs.empty()) return absl::OkStatus();
+  // Store kind never changes values, so a segment's result does not depend on its batch.
+  const bool stream = out_bytes > options_.stream_bytes;
+  for (Segment& s : segs) s.params.stream = stream;
+  // Mixed dtypes count as their last segment's: only the thread count depends on it.
+  max_threads = ThreadsFor(elements, in, out, max_threads);
+  if (segs.size() == 1) {
+    const Segment& s = segs.front();
+    pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
+      cpu::RowNormRows(*s.args, s.params, begin, end);
+    });
+    return absl::OkStatus();
+  }
+  pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
+    // First segment holding row `begin` of the concatenation.
+    auto it = std::upper_bound(segs.begin(), segs.end(), begin,
+                               [](int64_t r, const Segment& s) { return r < s.first_row; });
+    for (--it; it != segs.end() && it->first_row < end; ++it) {
+      const int64_t b = std::max(begin, it->first_row) - it->first_row;
+      const int64_t e = std::min(end, it->first_row + it->args->rows) - it->first_row;
+      cpu::RowNormRows(*it->args, it->params, b, e);
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -231,5 +231,69 @@ TEST(RowNormExampleTest, ConstantRowWithEpsGivesBias) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.at(i), i + 1);
 }
 
+// A ragged batch (every config, different shapes and dtypes in one run, large enough to be
+// split across the pool mid-segment) is bit-identical to each segment run alone.
+TEST(RowNormBatchTest, SegmentsAreBitIdenticalToSeparateRuns) {
+  ForEachTarget([&] {
+    std::mt19937_64 rng(7);
+    struct Owned {
+      Buffer x, skip, weight, bias, y_alone, h_alone, y_batch, h_batch;
+    };
+    std::vector<Owned> owned;
+    std::vector<RowNormArgs> alone, batch;
+    const std::vector<Config> configs = AllConfigs();
+    owned.reserve(configs.size() * 3);
+    int i = 0;
+    for (const Config& cfg : configs) {
+      for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+        const int64_t cols = std::vector<int64_t>{1, 3, 64, 300, 4097}[i % 5];
+        const int64_t rows = 1 + (i * 7) % 40;
+        ++i;
+        const int64_t n = rows * cols;
+        Owned& o = owned.emplace_back();
+        o.x = Buffer::Of(dtype, RandomValues(rng, n, 0.5f, 2.0f));
+        o.skip = Buffer::Of(dtype, RandomValues(rng, n));
+        o.weight = Buffer::Of(dtype, RandomValues(rng, cols, 1.0f, 0.5f));
+        o.bias = Buffer::Of(dtype, RandomValues(rng, cols));
+        for (Buffer* b : {&o.y_alone, &o.y_batch, &o.h_alone, &o.h_batch}) *b = Buffer(dtype, n);
+        RowNormArgs a;
+        a.kind = cfg.kind;
+        a.rows = rows;
+        a.cols = cols;
+        a.x = o.x.view();
+        if (cfg.weight) a.weight = o.weight.view();
+        if (cfg.bias) a.bias = o.bias.view();
+        a.eps = cfg.eps >= 0 ? cfg.eps : DefaultEps(cfg.kind);
+        a.eps_placement = cfg.eps_placement;
+        a.weight_offset = cfg.weight_offset;
+        a.partial_fraction = cfg.partial_fraction;
+        a.cast_before_weight = cfg.cast_before_weight;
+        a.residual = cfg.residual;
+        a.alpha = cfg.alpha;
+        if (cfg.residual != ResidualPlacement::kNone) a.skip = o.skip.view();
+        RowNormArgs b = a;
+        a.y = o.y_alone.view_mut();
+        b.y = o.y_batch.view_mut();
+        if (cfg.residual == ResidualPlacement::kAddThenNorm) {
+          a.h = o.h_alone.view_mut();
+          b.h = o.h_batch.view_mut();
+        }
+        alone.push_back(a);
+        batch.push_back(b);
+      }
+    }
+    CpuBackendOptions options;
+    options.threads = 3;  // uneven chunks that start and end inside segments
+    options.min_parallel_bytes = 0;
+    CpuBackend cpu(options);
+    for (const RowNormArgs& a : alone) ASSERT_TRUE(cpu.RowNorm(a, 1).ok());
+    ASSERT_TRUE(cpu.RowNormBatch(batch).ok());
+    for (size_t k = 0; k < owned.size(); ++k) {
+      EXPECT_EQ(owned[k].y_alone.bytes, owned[k].y_batch.bytes) << "segment " << k;
+      EXPECT_EQ(owned[k].h_alone.bytes, owned[k].h_batch.bytes) << "segment " << k;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace normd::kernels

@@ -107,6 +107,7 @@ struct NormResult {
   std::optional<HostTensor> batch_mean, batch_var, running_mean, running_var;
   Backend backend = Backend::kCpu;
   int64_t queue_us = 0, compute_us = 0, total_us = 0;
+  int batch_requests = 1;  // requests that shared the server's backend run
 };
 
 // A bidirectional NormalizeStream: write requests, read one response per request.
@@ -134,7 +135,11 @@ class Client {
 
   // The raw call: any request, the response as the server sent it.
   absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request);
+  // Responses come in request order; several requests may be written before reading.
   std::unique_ptr<NormalizeStream> OpenStream();
+  // Diagnostics: the request's input returned as output, without compute (benchmarks).
+  absl::StatusOr<v1::NormalizeResponse> Echo(const v1::NormalizeRequest& request);
+  std::unique_ptr<NormalizeStream> OpenEchoStream();
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::DeepNormCoefficients> GetDeepNormCoefficients(v1::Architecture arch,
                                                                    int encoder_layers,

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "normd/kernels/ops.h"
 
 namespace normd::kernels {
@@ -25,6 +26,15 @@ class Backend {
   virtual int threads() const = 0;
 
   virtual absl::Status RowNorm(const RowNormArgs& args) = 0;
+  // A ragged batch: several independent RowNorm calls (any kinds, sizes, parameters) in
+  // one run. Each segment's outputs are bit-identical to RowNorm(segment) alone. The
+  // default runs them one after another; backends override it to share one dispatch.
+  virtual absl::Status RowNormBatch(absl::Span<const RowNormArgs> segments) {
+    for (const RowNormArgs& s : segments) {
+      if (absl::Status st = RowNorm(s); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
   virtual absl::Status BatchNorm(const BatchNormArgs& args) = 0;
   virtual absl::Status GroupNorm(const GroupNormArgs& args) = 0;
 };

@@ -47,12 +47,16 @@ class CpuBackend final : public Backend {
   int threads() const override;
 
   absl::Status RowNorm(const RowNormArgs& args) override;
+  // One pool dispatch over the rows of every segment (static contiguous chunks of the
+  // concatenated rows), so many small requests share the workers.
+  absl::Status RowNormBatch(absl::Span<const RowNormArgs> segments) override;
   absl::Status BatchNorm(const BatchNormArgs& args) override;
   absl::Status GroupNorm(const GroupNormArgs& args) override;
 
   // The same with a thread limit (benchmarks compare 1 and all threads); work below
   // min_parallel_bytes still runs on one thread.
   absl::Status RowNorm(const RowNormArgs& args, int max_threads);
+  absl::Status RowNormBatch(absl::Span<const RowNormArgs> segments, int max_threads);
   absl::Status BatchNorm(const BatchNormArgs& args, int max_threads);
   absl::Status GroupNorm(const GroupNormArgs& args, int max_threads);
 

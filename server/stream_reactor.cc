@@ -1,0 +1,202 @@
+// The NormalizeStream / EchoStream call (see reactors.h).
+#include <atomic>
+#include <deque>
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/reactors.h"
+#include "server/status_map.h"
+
+namespace normd::server {
+
+namespace {
+
+using Request = v1::NormalizeRequest;
+using Response = v1::NormalizeResponse;
+
+class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
+ public:
+  StreamCall(const CallEnv& env, grpc::CallbackServerContext* context, bool echo)
+      : env_(env), context_(context), echo_(echo), deadline_(CallDeadline(*context)) {
+    absl::MutexLock l(&mu_);
+    reading_ = true;
+    next_ = std::make_unique<Slot>();
+    StartRead(&next_->request);  // queued by gRPC until the reactor is bound
+  }
+
+  void OnReadDone(bool ok) override {
+    Slot* slot = nullptr;
+    {
+      absl::MutexLock l(&mu_);
+      if (ok && !broken_) {
+        slot = next_.get();
+        slot->start = absl::Now();
+        slots_.push_back(std::move(next_));
+      }
+    }
+    // reading_ is still set: the call cannot finish under Submit.
+    if (slot != nullptr) Submit(slot);
+    Advance([&] {
+      reading_ = false;
+      if (slot == nullptr) reads_done_ = true;
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    Advance([&] {
+      writing_ = false;
+      slots_.pop_front();
+      if (!ok) broken_ = true;  // the client is gone: answer nothing more
+    });
+  }
+
+  void OnCancel() override {
+    std::vector<uint64_t> ids;
+    {
+      absl::MutexLock l(&mu_);
+      broken_ = true;
+      ++busy_;
+      cancelled_.store(true, std::memory_order_relaxed);
+      for (const auto& s : slots_) {
+        if (!s->ready && s->work_id != 0) ids.push_back(s->work_id);
+      }
+    }
+    const absl::Status why = CancelReason(*context_);
+    for (uint64_t id : ids) env_.scheduler->Cancel(id, why);
+    Advance([&] { --busy_; });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  struct Slot {
+    Request request;
+    Response response;
+    absl::Time start;
+    uint64_t work_id = 0;     // while in the scheduler
+    bool submitting = false;  // Submit has not returned: not to be written yet
+    bool ready = false;       // response complete
+  };
+
+  // Answers `slot` at once (echo, bad request) or hands it to the scheduler.
+  void Submit(Slot* slot) {
+    if (echo_) {
+      EchoInto(slot->request, &slot->response);
+      Advance([&] { slot->ready = true; });
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<Work>> work =
+        MakeWork(env_, slot->request, &slot->response, deadline_, &cancelled_);
+    if (!work.ok()) {
+      SetError(work.status(), slot);
+      Advance([&] { slot->ready = true; });
+      return;
+    }
+    {
+      absl::MutexLock l(&mu_);
+      ++pending_;
+      slot->submitting = true;
+    }
+    (*work)->done = [this, slot](const absl::Status& status, const WorkResult& result) {
+      // pending_ keeps the call (and the unwritten slot) alive until Advance.
+      if (status.ok()) {
+        SetTiming(result, slot->start, &slot->response);
+      } else {
+        SetError(status, slot);
+      }
+      Advance([&] {
+        --pending_;
+        slot->work_id = 0;
+        slot->ready = true;
+      });
+    };
+    absl::StatusOr<uint64_t> id = env_.scheduler->Enqueue(*work);
+    if (!id.ok()) SetError(id.status(), slot);
+    Advance([&] {
+      slot->submitting = false;
+      if (!id.ok()) {
+        --pending_;
+        slot->ready = true;
+      } else if (!slot->ready) {
+        slot->work_id = *id;
+      }
+    });
+  }
+
+  static void SetError(const absl::Status& status, Slot* slot) {
+    slot->response.Clear();
+    slot->response.set_id(slot->request.id());
+    slot->response.mutable_error()->set_code(static_cast<int>(status.code()));
+    slot->response.mutable_error()->set_message(std::string(status.message()));
+  }
+
+  // Applies `mutate` and decides, in the same critical section, on the next write, the
+  // next read, or Finish; the calls are made after the lock is released. Whoever changes
+  // the state last makes the decision, so exactly one thread calls Finish, and no thread
+  // touches the call after its change unless its own decision keeps the call alive.
+  template <class Mutate>
+  void Advance(Mutate mutate) {
+    const Response* write = nullptr;
+    Request* read = nullptr;
+    bool finish = false;
+    grpc::Status status;
+    {
+      absl::MutexLock l(&mu_);
+      mutate();
+      if (finished_) return;
+      auto writable = [&] {
+        return !slots_.empty() && slots_.front()->ready && !slots_.front()->submitting;
+      };
+      if (broken_) {
+        // Answered slots that will never be written.
+        while (!writing_ && writable()) slots_.pop_front();
+      } else if (!writing_ && writable()) {
+        writing_ = true;
+        write = &slots_.front()->response;
+      }
+      if (!reading_ && !reads_done_ && !broken_ &&
+          static_cast<int>(slots_.size()) < env_.options.stream_window) {
+        reading_ = true;
+        next_ = std::make_unique<Slot>();
+        read = &next_->request;
+      }
+      const bool idle = !reading_ && !writing_ && pending_ == 0 && busy_ == 0;
+      if (idle && (reads_done_ || broken_) && (slots_.empty() || broken_)) {
+        finished_ = true;
+        finish = true;
+        status = cancelled_.load() ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
+                                   : grpc::Status::OK;
+      }
+    }
+    if (write != nullptr) StartWrite(write);
+    if (read != nullptr) StartRead(read);
+    if (finish) Finish(status);
+  }
+
+  const CallEnv& env_;
+  grpc::CallbackServerContext* context_;
+  const bool echo_;
+  const absl::Time deadline_;
+  std::atomic<bool> cancelled_{false};
+
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);  // request order
+  std::unique_ptr<Slot> next_ ABSL_GUARDED_BY(mu_);               // the read in progress
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;                          // Works in the scheduler
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;  // threads using the call outside the lock
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* StartNormalizeStream(
+    const CallEnv& env, grpc::CallbackServerContext* context, bool echo) {
+  return new StreamCall(env, context, echo);
+}
+
+}  // namespace normd::server
