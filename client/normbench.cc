@@ -1,7 +1,9 @@
-// normbench: a closed-loop load generator for normd. `--concurrency` workers each keep one
-// request in flight (unary calls, or one bidirectional stream per worker with --stream)
-// for `--duration` seconds, then it prints (and with --json writes) the counts,
-// throughput and latency percentiles.
+// normbench: a load generator for normd. `--concurrency` workers each keep one request in
+// flight (unary calls, or one bidirectional stream per worker with --stream) for
+// `--duration` seconds, closed loop, or on a fixed schedule with --rate; then it prints
+// (and with --json writes) the counts, throughput, latency percentiles overall and per
+// status code, and how many answers carried another request's id (must be 0). --echo
+// measures the transport alone through the Echo RPCs.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -25,12 +27,24 @@ namespace {
 constexpr char kUsage[] =
     "usage: normbench [--target HOST:PORT] [--op rms-norm|layer-norm|l2-norm] [--shape 1x4096]\n"
     "                 [--dtype f32|f16|bf16] [--concurrency N] [--duration SECONDS] [--stream]\n"
-    "                 [--json FILE]\n";
+    "                 [--echo] [--rate RPS] [--backend auto|cpu|cuda] [--timeout-ms MS]\n"
+    "                 [--json FILE]\n"
+    "  --concurrency  workers, each with one request in flight (one stream each with --stream)\n"
+    "  --echo         call Echo/EchoStream (the transport alone) instead of Normalize\n"
+    "  --rate         open loop: send this many requests per second in all, on a fixed\n"
+    "                 schedule; latency counts from the scheduled send time\n";
 
 struct WorkerStats {
-  std::vector<int64_t> latencies_us;
-  std::map<std::string, int64_t> codes;
-  int64_t ok = 0, failed = 0;
+  std::map<std::string, std::vector<int64_t>> latencies_us;  // by status code
+  int64_t sent = 0, ok = 0, failed = 0, wrong_id = 0;
+};
+
+struct Setup {
+  v1::NormalizeRequest request;
+  bool stream = false, echo = false;
+  double rate = 0;  // per worker, requests/s; 0: closed loop
+  int64_t workers = 1;
+  absl::Time start, end;
 };
 
 absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
@@ -67,33 +81,65 @@ absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--op: expected rms-norm, layer-norm or l2-norm, got '", op, "'"));
   }
+  const std::string backend = f.GetString("backend", "auto");
+  if (backend == "cpu") {
+    r.set_backend(v1::BACKEND_CPU);
+  } else if (backend == "cuda") {
+    r.set_backend(v1::BACKEND_CUDA);
+  } else if (backend != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend: expected auto, cpu or cuda, got '", backend, "'"));
+  }
   return r;
 }
 
 void Record(WorkerStats* s, absl::StatusCode code, absl::Time start) {
-  s->latencies_us.push_back(absl::ToInt64Microseconds(absl::Now() - start));
-  s->codes[absl::StatusCodeToString(code)]++;
+  s->latencies_us[absl::StatusCodeToString(code)].push_back(
+      absl::ToInt64Microseconds(absl::Now() - start));
   (code == absl::StatusCode::kOk ? s->ok : s->failed)++;
 }
 
-void UnaryWorker(Client* client, const v1::NormalizeRequest& request, absl::Time end,
-                 WorkerStats* s) {
-  while (absl::Now() < end) {
-    const absl::Time start = absl::Now();
-    Record(s, client->Normalize(request).status().code(), start);
+// Closed loop: the next request goes when the last one is answered. Open loop (rate > 0):
+// request n goes at start + n / rate, or at once when the worker is late.
+// Workers are phased evenly so that open-loop sends do not come in bursts.
+absl::Time NextSend(const Setup& setup, int index, int64_t n) {
+  if (setup.rate <= 0) return absl::Now();
+  const double phase = static_cast<double>(index) / static_cast<double>(setup.workers);
+  const absl::Time at = setup.start + absl::Seconds((static_cast<double>(n) + phase) / setup.rate);
+  const absl::Time now = absl::Now();
+  if (at > now) absl::SleepFor(at - now);
+  return at;
+}
+
+void UnaryWorker(Client* client, const Setup& setup, int index, WorkerStats* s) {
+  v1::NormalizeRequest request = setup.request;
+  for (int64_t n = 0;; ++n) {
+    const absl::Time start = NextSend(setup, index, n);
+    if (start >= setup.end) break;
+    request.set_id(absl::StrCat(index, "-", n));
+    ++s->sent;
+    absl::StatusOr<v1::NormalizeResponse> r =
+        setup.echo ? client->Echo(request) : client->Normalize(request);
+    if (r.ok() && r->id() != request.id()) ++s->wrong_id;
+    Record(s, r.status().code(), start);
   }
 }
 
-void StreamWorker(Client* client, const v1::NormalizeRequest& request, absl::Time end,
-                  WorkerStats* s) {
-  std::unique_ptr<NormalizeStream> stream = client->OpenStream();
+void StreamWorker(Client* client, const Setup& setup, int index, WorkerStats* s) {
+  std::unique_ptr<NormalizeStream> stream =
+      setup.echo ? client->OpenEchoStream() : client->OpenStream();
+  v1::NormalizeRequest request = setup.request;
   v1::NormalizeResponse response;
-  while (absl::Now() < end) {
-    const absl::Time start = absl::Now();
+  for (int64_t n = 0;; ++n) {
+    const absl::Time start = NextSend(setup, index, n);
+    if (start >= setup.end) break;
+    request.set_id(absl::StrCat(index, "-", n));
+    ++s->sent;
     if (!stream->Write(request) || !stream->Read(&response)) {
       Record(s, stream->Finish().code(), start);
       return;
     }
+    if (response.id() != request.id()) ++s->wrong_id;
     Record(s,
            response.has_error() ? static_cast<absl::StatusCode>(response.error().code())
                                 : absl::StatusCode::kOk,
@@ -108,61 +154,95 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
   return sorted[i];
 }
 
+std::string LatencyJson(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return absl::StrCat("{\"count\": ", v.size(), ", \"p50\": ", Percentile(v, 0.5),
+                      ", \"p90\": ", Percentile(v, 0.9), ", \"p99\": ", Percentile(v, 0.99),
+                      ", \"max\": ", v.empty() ? 0 : v.back(), "}");
+}
+
 int Run(const CliFlags& f) {
   absl::StatusOr<v1::NormalizeRequest> request = MakeRequest(f);
   absl::StatusOr<int64_t> concurrency = f.GetInt("concurrency", 1);
   absl::StatusOr<double> duration = f.GetDouble("duration", 5);
-  for (const absl::Status& s : {request.status(), concurrency.status(), duration.status()}) {
+  absl::StatusOr<double> rate = f.GetDouble("rate", 0);
+  absl::StatusOr<int64_t> timeout_ms = f.GetInt("timeout-ms", 30000);
+  for (const absl::Status& s : {request.status(), concurrency.status(), duration.status(),
+                                rate.status(), timeout_ms.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "normbench: %s\n%s", std::string(s.message()).c_str(), kUsage);
       return 2;
     }
   }
+  if (*concurrency < 1 || *duration <= 0 || *rate < 0 || *timeout_ms < 1) {
+    std::fprintf(stderr,
+                 "normbench: --concurrency and --timeout-ms must be >= 1, --duration > 0, "
+                 "--rate >= 0\n%s",
+                 kUsage);
+    return 2;
+  }
+  ClientOptions options;
+  options.timeout = absl::Milliseconds(*timeout_ms);
   absl::StatusOr<std::unique_ptr<Client>> client =
-      Client::Create(f.GetString("target", "localhost:50051"), {});
+      Client::Create(f.GetString("target", "localhost:50051"), options);
   if (!client.ok()) {
     std::fprintf(stderr, "normbench: %s\n", client.status().ToString().c_str());
     return 1;
   }
-  const bool stream = f.GetBool("stream");
+  Setup setup;
+  setup.request = *std::move(request);
+  setup.stream = f.GetBool("stream");
+  setup.echo = f.GetBool("echo");
+  setup.rate = *rate / static_cast<double>(*concurrency);
+  setup.workers = *concurrency;
   std::vector<WorkerStats> stats(*concurrency);
   std::vector<std::thread> workers;
-  const absl::Time start = absl::Now();
-  const absl::Time end = start + absl::Seconds(*duration);
-  for (int64_t i = 0; i < *concurrency; ++i) {
-    workers.emplace_back(stream ? StreamWorker : UnaryWorker, client->get(), std::cref(*request),
-                         end, &stats[i]);
+  setup.start = absl::Now();
+  setup.end = setup.start + absl::Seconds(*duration);
+  for (int i = 0; i < *concurrency; ++i) {
+    workers.emplace_back(setup.stream ? StreamWorker : UnaryWorker, client->get(), std::cref(setup),
+                         i, &stats[i]);
   }
   for (auto& w : workers) w.join();
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - setup.start);
 
   WorkerStats all;
+  std::vector<int64_t> every;
   for (auto& s : stats) {
+    all.sent += s.sent;
     all.ok += s.ok;
     all.failed += s.failed;
-    all.latencies_us.insert(all.latencies_us.end(), s.latencies_us.begin(), s.latencies_us.end());
-    for (const auto& [code, n] : s.codes) all.codes[code] += n;
+    all.wrong_id += s.wrong_id;
+    for (auto& [code, v] : s.latencies_us) {
+      auto& dst = all.latencies_us[code];
+      dst.insert(dst.end(), v.begin(), v.end());
+      every.insert(every.end(), v.begin(), v.end());
+    }
   }
-  std::sort(all.latencies_us.begin(), all.latencies_us.end());
+  std::sort(every.begin(), every.end());
   const double rps = all.ok / elapsed;
-  std::vector<std::string> codes;
-  for (const auto& [code, n] : all.codes) codes.push_back(absl::StrCat("\"", code, "\": ", n));
+  std::vector<std::string> codes, by_code;
+  for (const auto& [code, v] : all.latencies_us) {
+    codes.push_back(absl::StrCat("\"", code, "\": ", v.size()));
+    by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
+  }
   const std::string json = absl::StrCat(
-      "{\"op\": \"", f.GetString("op", "rms-norm"), "\", \"shape\": \"",
+      "{\"op\": \"", setup.echo ? "echo" : f.GetString("op", "rms-norm"), "\", \"shape\": \"",
       f.GetString("shape", "1x4096"), "\", \"dtype\": \"", f.GetString("dtype", "f32"),
-      "\", \"concurrency\": ", *concurrency, ", \"stream\": ", stream ? "true" : "false",
-      ", \"duration_s\": ", elapsed, ", \"requests_ok\": ", all.ok,
-      ", \"requests_failed\": ", all.failed, ", \"throughput_rps\": ", rps,
-      ", \"latency_us\": {\"p50\": ", Percentile(all.latencies_us, 0.5),
-      ", \"p90\": ", Percentile(all.latencies_us, 0.9),
-      ", \"p99\": ", Percentile(all.latencies_us, 0.99),
-      ", \"max\": ", all.latencies_us.empty() ? 0 : all.latencies_us.back(),
-      "}, \"status_codes\": {", absl::StrJoin(codes, ", "), "}}");
+      "\", \"concurrency\": ", *concurrency, ", \"stream\": ", setup.stream ? "true" : "false",
+      ", \"rate\": ", *rate, ", \"duration_s\": ", elapsed, ", \"requests_sent\": ", all.sent,
+      ", \"requests_ok\": ", all.ok, ", \"requests_failed\": ", all.failed,
+      ", \"requests_unanswered\": ", all.sent - all.ok - all.failed,
+      ", \"wrong_id\": ", all.wrong_id, ", \"throughput_rps\": ", rps,
+      ", \"latency_us\": {\"p50\": ", Percentile(every, 0.5), ", \"p90\": ", Percentile(every, 0.9),
+      ", \"p99\": ", Percentile(every, 0.99), ", \"max\": ", every.empty() ? 0 : every.back(),
+      "}, \"latency_us_by_code\": {", absl::StrJoin(by_code, ", "), "}, \"status_codes\": {",
+      absl::StrJoin(codes, ", "), "}}");
   std::printf("%s\n", json.c_str());
   if (const auto path = f.Find("json")) {
     std::ofstream(*path) << json << "\n";
   }
-  return all.failed == 0 ? 0 : 1;
+  return all.failed == 0 && all.wrong_id == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -176,6 +256,10 @@ int main(int argc, char** argv) {
                          {"concurrency", false},
                          {"duration", false},
                          {"stream", true},
+                         {"echo", true},
+                         {"rate", false},
+                         {"backend", false},
+                         {"timeout-ms", false},
                          {"json", false},
                          {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {

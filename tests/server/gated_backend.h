@@ -1,0 +1,89 @@
+// A CPU backend behind a gate, for tests of queueing, batching, deadlines and
+// cancellation: while the gate is closed every backend call blocks on entry, so requests
+// pile up in the scheduler's queue; each call records the segments it was given.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef NORMD_TESTS_SERVER_GATED_BACKEND_H_
+#define NORMD_TESTS_SERVER_GATED_BACKEND_H_
+
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "normd/kernels/cpu_backend.h"
+
+namespace normd::testing {
+
+class GatedBackend final : public kernels::Backend {
+ public:
+  struct Segment {
+    int64_t rows, cols;
+  };
+
+  GatedBackend() : cpu_(Options()) {}
+
+  kernels::BackendKind kind() const override { return kernels::BackendKind::kCpu; }
+  std::string device() const override { return "gated cpu (test)"; }
+  int threads() const override { return 1; }
+
+  absl::Status RowNorm(const kernels::RowNormArgs& args) override {
+    return RowNormBatch(absl::MakeConstSpan(&args, 1));
+  }
+  absl::Status RowNormBatch(absl::Span<const kernels::RowNormArgs> segments) override {
+    std::vector<Segment> seen;
+    for (const auto& s : segments) seen.push_back({s.rows, s.cols});
+    Enter(std::move(seen));
+    return cpu_.RowNormBatch(segments);
+  }
+  absl::Status BatchNorm(const kernels::BatchNormArgs& args) override {
+    Enter({{args.n * args.s, args.c}});
+    return cpu_.BatchNorm(args);
+  }
+  absl::Status GroupNorm(const kernels::GroupNormArgs& args) override {
+    Enter({{args.n * args.s, args.c}});
+    return cpu_.GroupNorm(args);
+  }
+
+  void Close() {
+    absl::MutexLock l(&mu_);
+    open_ = false;
+  }
+  void Open() {
+    absl::MutexLock l(&mu_);
+    open_ = true;
+    changed_.SignalAll();
+  }
+  // Blocks until `n` backend calls have entered since construction.
+  void AwaitEntered(int n) {
+    absl::MutexLock l(&mu_);
+    while (entered_ < n) changed_.Wait(&mu_);
+  }
+  std::vector<std::vector<Segment>> calls() const {
+    absl::MutexLock l(&mu_);
+    return calls_;
+  }
+
+ private:
+  static kernels::CpuBackendOptions Options() {
+    kernels::CpuBackendOptions o;
+    o.threads = 1;
+    return o;
+  }
+  void Enter(std::vector<Segment> seen) {
+    absl::MutexLock l(&mu_);
+    calls_.push_back(std::move(seen));
+    ++entered_;
+    changed_.SignalAll();
+    while (!open_) changed_.Wait(&mu_);
+  }
+
+  kernels::CpuBackend cpu_;
+  mutable absl::Mutex mu_;
+  bool open_ = true;
+  int entered_ = 0;
+  absl::CondVar changed_;
+  std::vector<std::vector<Segment>> calls_;
+};
+
+}  // namespace normd::testing
+
+#endif  // NORMD_TESTS_SERVER_GATED_BACKEND_H_

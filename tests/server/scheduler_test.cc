@@ -1,0 +1,162 @@
+// The Scheduler alone: Enqueue's ownership rule, routing, the inline path, and queued
+// work dropped by the executor when its deadline passed or its call was cancelled.
+#include "server/scheduling/scheduler.h"
+
+#include <atomic>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/kernels/test_util.h"
+#include "tests/server/gated_backend.h"
+
+namespace normd::server {
+namespace {
+
+using normd::testing::Buffer;
+using normd::testing::GatedBackend;
+
+// An RMSNorm job over owned buffers, and what its done callback saw.
+struct Probe {
+  Buffer x{kernels::DType::kF32, 0}, y{kernels::DType::kF32, 0};
+  absl::Notification done;
+  absl::Status status;
+  WorkResult result;
+  std::thread::id thread;
+
+  std::unique_ptr<Work> Make(int64_t rows, int64_t cols) {
+    x = Buffer::Of(kernels::DType::kF32, std::vector<float>(rows * cols, 2.0f));
+    y = Buffer(kernels::DType::kF32, rows * cols);
+    auto w = std::make_unique<Work>();
+    w->job.family = Job::Family::kRowNorm;
+    w->job.row.rows = rows;
+    w->job.row.cols = cols;
+    w->job.row.x = x.view();
+    w->job.row.y = y.view_mut();
+    w->bytes = rows * cols * 8;
+    w->done = [this](const absl::Status& s, const WorkResult& r) {
+      status = s;
+      result = r;
+      thread = std::this_thread::get_id();
+      done.Notify();
+    };
+    return w;
+  }
+};
+
+std::vector<std::shared_ptr<kernels::Backend>> Gated(std::shared_ptr<GatedBackend> g) {
+  return {std::move(g)};
+}
+
+TEST(SchedulerTest, RefusedWorkStaysWithTheCallerAndIsNeverAnswered) {
+  auto gate = std::make_shared<GatedBackend>();
+  SchedulerOptions o;
+  o.inline_max_bytes = 0;
+  o.max_queue_requests = 1;
+  o.cpu_executors = 1;
+  Scheduler s(Gated(gate), o);
+  Probe cuda;
+  std::unique_ptr<Work> w = cuda.Make(1, 4);
+  w->job.preference = BackendPreference::kCuda;
+  absl::StatusOr<uint64_t> id = s.Enqueue(w);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_NE(w, nullptr);
+
+  gate->Close();
+  Probe running, queued, refused;
+  std::unique_ptr<Work> a = running.Make(1, 4), b = queued.Make(2, 4), c = refused.Make(3, 4);
+  ASSERT_TRUE(s.Enqueue(a).ok());
+  EXPECT_EQ(a, nullptr);
+  gate->AwaitEntered(1);
+  ASSERT_TRUE(s.Enqueue(b).ok());
+  absl::StatusOr<uint64_t> full = s.Enqueue(c);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_NE(c, nullptr);
+  gate->Open();
+  running.done.WaitForNotification();
+  queued.done.WaitForNotification();
+  EXPECT_TRUE(running.status.ok());
+  EXPECT_TRUE(queued.status.ok());
+  EXPECT_FALSE(refused.done.HasBeenNotified());
+  EXPECT_FALSE(cuda.done.HasBeenNotified());
+}
+
+TEST(SchedulerTest, SmallWorkRunsInlineOnlyWhenTheQueueIsEmpty) {
+  auto gate = std::make_shared<GatedBackend>();
+  SchedulerOptions o;
+  o.cpu_executors = 1;
+  Scheduler s(Gated(gate), o);
+  Probe small;
+  std::unique_ptr<Work> w = small.Make(1, 16);
+  ASSERT_TRUE(s.Enqueue(w).ok());
+  ASSERT_TRUE(small.done.HasBeenNotified()) << "not answered before Enqueue returned";
+  EXPECT_TRUE(small.thread == std::this_thread::get_id());
+  EXPECT_FLOAT_EQ(small.y.at(0), 1.0f);
+  Probe big;
+  std::unique_ptr<Work> b = big.Make(1024, 1024);  // 8 MiB: above inline_max_bytes
+  ASSERT_TRUE(s.Enqueue(b).ok());
+  big.done.WaitForNotification();
+  EXPECT_TRUE(big.thread != std::this_thread::get_id());
+  EXPECT_EQ(s.stats().inline_runs, 1);
+}
+
+TEST(SchedulerTest, ExecutorDropsExpiredAndCancelledWorkWithoutComputing) {
+  auto gate = std::make_shared<GatedBackend>();
+  SchedulerOptions o;
+  o.inline_max_bytes = 0;
+  o.cpu_executors = 1;
+  Scheduler s(Gated(gate), o);
+  gate->Close();
+  Probe running, expired, cancelled, fine;
+  std::atomic<bool> flag{false};
+  std::unique_ptr<Work> a = running.Make(1, 4), b = expired.Make(2, 4), c = cancelled.Make(3, 4),
+                        d = fine.Make(4, 4);
+  b->deadline = absl::Now() + absl::Milliseconds(20);
+  c->cancelled = &flag;
+  ASSERT_TRUE(s.Enqueue(a).ok());
+  gate->AwaitEntered(1);
+  for (auto* w : {&b, &c, &d}) ASSERT_TRUE(s.Enqueue(*w).ok());
+  flag = true;
+  absl::SleepFor(absl::Milliseconds(40));
+  gate->Open();
+  for (Probe* p : {&running, &expired, &cancelled, &fine}) p->done.WaitForNotification();
+  EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(cancelled.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(fine.status.ok());
+  EXPECT_EQ(expired.y.at(0), 0.0f);
+  EXPECT_EQ(cancelled.y.at(0), 0.0f);
+  const auto calls = gate->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  ASSERT_EQ(calls[1].size(), 1u);
+  EXPECT_EQ(calls[1][0].rows, 4);
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.expired, 1);
+  EXPECT_EQ(st.cancelled, 1);
+  EXPECT_EQ(st.queued_bytes, 0);
+}
+
+TEST(SchedulerTest, CancelTakesOnlyQueuedWork) {
+  auto gate = std::make_shared<GatedBackend>();
+  SchedulerOptions o;
+  o.inline_max_bytes = 0;
+  o.cpu_executors = 1;
+  Scheduler s(Gated(gate), o);
+  gate->Close();
+  Probe running, queued;
+  std::unique_ptr<Work> a = running.Make(1, 4), b = queued.Make(2, 4);
+  const uint64_t ida = *s.Enqueue(a);
+  gate->AwaitEntered(1);
+  const uint64_t idb = *s.Enqueue(b);
+  EXPECT_FALSE(s.Cancel(ida, absl::CancelledError("x")));
+  EXPECT_TRUE(s.Cancel(idb, absl::CancelledError("x")));
+  EXPECT_TRUE(queued.done.HasBeenNotified());
+  EXPECT_EQ(queued.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(s.Cancel(idb, absl::CancelledError("x")));
+  gate->Open();
+  running.done.WaitForNotification();
+  EXPECT_TRUE(running.status.ok());
+}
+
+}  // namespace
+}  // namespace normd::server
