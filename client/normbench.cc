@@ -37,6 +37,7 @@ constexpr char kUsage[] =
 struct WorkerStats {
   std::map<std::string, std::vector<int64_t>> latencies_us;  // by status code
   int64_t sent = 0, ok = 0, failed = 0, wrong_id = 0;
+  int64_t batched = 0;  // answers whose server run was shared with other requests
 };
 
 struct Setup {
@@ -121,6 +122,7 @@ void UnaryWorker(Client* client, const Setup& setup, int index, WorkerStats* s) 
     absl::StatusOr<v1::NormalizeResponse> r =
         setup.echo ? client->Echo(request) : client->Normalize(request);
     if (r.ok() && r->id() != request.id()) ++s->wrong_id;
+    if (r.ok() && r->timing().batch_requests() > 1) ++s->batched;
     Record(s, r.status().code(), start);
   }
 }
@@ -140,6 +142,7 @@ void StreamWorker(Client* client, const Setup& setup, int index, WorkerStats* s)
       return;
     }
     if (response.id() != request.id()) ++s->wrong_id;
+    if (response.timing().batch_requests() > 1) ++s->batched;
     Record(s,
            response.has_error() ? static_cast<absl::StatusCode>(response.error().code())
                                 : absl::StatusCode::kOk,
@@ -213,6 +216,7 @@ int Run(const CliFlags& f) {
     all.ok += s.ok;
     all.failed += s.failed;
     all.wrong_id += s.wrong_id;
+    all.batched += s.batched;
     for (auto& [code, v] : s.latencies_us) {
       auto& dst = all.latencies_us[code];
       dst.insert(dst.end(), v.begin(), v.end());
@@ -233,7 +237,7 @@ int Run(const CliFlags& f) {
       ", \"rate\": ", *rate, ", \"duration_s\": ", elapsed, ", \"requests_sent\": ", all.sent,
       ", \"requests_ok\": ", all.ok, ", \"requests_failed\": ", all.failed,
       ", \"requests_unanswered\": ", all.sent - all.ok - all.failed,
-      ", \"wrong_id\": ", all.wrong_id, ", \"throughput_rps\": ", rps,
+      ", \"wrong_id\": ", all.wrong_id, ", \"batched\": ", all.batched, ", \"throughput_rps\": ", rps,
       ", \"latency_us\": {\"p50\": ", Percentile(every, 0.5), ", \"p90\": ", Percentile(every, 0.9),
       ", \"p99\": ", Percentile(every, 0.99), ", \"max\": ", every.empty() ? 0 : every.back(),
       "}, \"latency_us_by_code\": {", absl::StrJoin(by_code, ", "), "}, \"status_codes\": {",

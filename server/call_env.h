@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -24,6 +25,7 @@ struct ServiceOptions {
   int64_t max_message_bytes = 0;
   // Requests of one NormalizeStream in flight at once (read ahead of their responses).
   int stream_window = 64;
+  std::string cuda_absent_reason;  // for GetServerInfo when there is no CUDA backend
 };
 
 struct CallEnv {

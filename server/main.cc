@@ -25,6 +25,7 @@ constexpr char kUsage[] =
     "  --inline-max-bytes        CPU work up to this size runs on the gRPC thread when the queue\n"
     "                            is empty; 0: never (default 262144)\n"
     "  --stream-window           requests of one stream in flight at once (default 64)\n"
+    "  --no-cuda                 serve from the CPU only, even with a GPU present\n"
     "  --log-level               trace|debug|info|warn|error (default info)\n";
 
 // Reads integer flag `name` into *out when given, checking [lo, hi].
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
                          {"cuda-min-bytes", false},
                          {"inline-max-bytes", false},
                          {"stream-window", false},
+                         {"no-cuda", true},
                          {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
     if (!s.ok()) std::fprintf(stderr, "normd: %s\n", std::string(s.message()).c_str());
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.cpu_threads = static_cast<int>(cpu_threads);
+  options.enable_cuda = !flags.GetBool("no-cuda");
   options.stream_window = static_cast<int>(stream_window);
   sched.cpu_batch_max_delay = absl::Microseconds(cpu_delay_us);
   sched.cuda_batch_max_delay = absl::Microseconds(cuda_delay_us);

@@ -51,7 +51,7 @@ grpc::ServerUnaryReactor* NormServiceImpl::GetServerInfo(grpc::CallbackServerCon
     const bool cuda = b->kind() == kernels::BackendKind::kCuda;
     has_cuda = has_cuda || cuda;
     bi->set_backend(cuda ? v1::BACKEND_CUDA : v1::BACKEND_CPU);
-    bi->set_available(true);
+    bi->set_available(b->healthy());
     bi->set_device(b->device());
     bi->set_threads(b->threads());
   }
@@ -59,7 +59,7 @@ grpc::ServerUnaryReactor* NormServiceImpl::GetServerInfo(grpc::CallbackServerCon
     v1::BackendInfo* bi = info->add_backends();
     bi->set_backend(v1::BACKEND_CUDA);
     bi->set_available(false);
-    bi->set_device("none: this build has no CUDA backend");
+    bi->set_device(absl::StrCat("none: ", env_.options.cuda_absent_reason));
   }
   info->set_max_message_bytes(env_.options.max_message_bytes);
   info->set_max_rank(env_.options.limits.max_rank);

@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "normd/kernels/cpu_backend.h"
+#include "normd/kernels/cuda_backend.h"
 #include "spdlog/spdlog.h"
 
 namespace normd::server {
@@ -24,6 +25,15 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
     kernels::CpuBackendOptions cpu_options;
     cpu_options.threads = options.cpu_threads;
     backends.push_back(std::make_shared<kernels::CpuBackend>(cpu_options));
+    if (options.enable_cuda) {
+      absl::StatusOr<std::unique_ptr<kernels::Backend>> cuda = kernels::MakeCudaBackend();
+      if (cuda.ok()) {
+        backends.push_back(std::move(*cuda));
+      } else {
+        spdlog::info("CUDA backend absent: {}", std::string(cuda.status().message()));
+        s->cuda_absent_reason_ = std::string(cuda.status().message());
+      }
+    }
   }
   s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), options.scheduler);
   s->drain_timeout_ = options.drain_timeout;
@@ -31,6 +41,7 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   ServiceOptions service_options;
   service_options.max_message_bytes = options.max_message_bytes;
   service_options.stream_window = std::max(1, options.stream_window);
+  service_options.cuda_absent_reason = s->cuda_absent_reason_;
   // The largest tensor that fits in a message: 2-byte elements.
   service_options.limits.max_elements = options.max_message_bytes / 2;
   s->service_ = std::make_unique<NormServiceImpl>(s->scheduler_.get(), service_options);

@@ -21,7 +21,8 @@ struct ServerOptions {
   int64_t max_message_bytes = 256 << 20;
   int cpu_threads = 0;  // CPU backend worker pool size; 0: every core
   SchedulerOptions scheduler;
-  int stream_window = 64;  // requests of one stream in flight at once
+  int stream_window = 64;   // requests of one stream in flight at once
+  bool enable_cuda = true;  // use a CUDA device when one is present
   // Tests only: the backends to serve with instead of the machine's.
   std::vector<std::shared_ptr<kernels::Backend>> backends;
   // How long Shutdown lets calls in flight finish before cancelling them.
@@ -48,6 +49,7 @@ class NormServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Duration drain_timeout_;
+  std::string cuda_absent_reason_ = "not probed";
   bool shut_down_ = false;
 };
 

@@ -61,7 +61,9 @@ absl::StatusOr<Scheduler::Lane*> Scheduler::Route(const Job& job) const {
     case BackendPreference::kAuto:
       break;
   }
-  if (cuda_ != nullptr && job.input_bytes >= options_.cuda_min_bytes) return cuda_.get();
+  if (cuda_ != nullptr && cuda_->backend->healthy() && job.input_bytes >= options_.cuda_min_bytes) {
+    return cuda_.get();
+  }
   return cpu_.get();
 }
 

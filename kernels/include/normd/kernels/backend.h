@@ -24,6 +24,8 @@ class Backend {
   // Human-readable device description, e.g. "x86_64, 2 threads".
   virtual std::string device() const = 0;
   virtual int threads() const = 0;
+  // False after an unrecoverable device error: the backend refuses work from then on.
+  virtual bool healthy() const { return true; }
 
   virtual absl::Status RowNorm(const RowNormArgs& args) = 0;
   // A ragged batch: several independent RowNorm calls (any kinds, sizes, parameters) in
