@@ -70,13 +70,6 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   for (Segment& s : segs) s.params.stream = stream;
   // Mixed dtypes count as their last segment's: only the thread count depends on it.
   max_threads = ThreadsFor(elements, in, out, max_threads);
-  if (segs.size() == 1) {
-    const Segment& s = segs.front();
-    pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
-      cpu::RowNormRows(*s.args, s.params, begin, end);
-    });
-    return absl::OkStatus();
-  }
   pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
     // First segment holding row `begin` of the concatenation.
     auto it = std::upper_bound(segs.begin(), segs.end(), begin,
