@@ -1,0 +1,133 @@
+// CudaBackend::RowNormBatch: every row-wise op of a ragged batch in one launch. The
+// segments' inputs go in one host-to-device copy, the outputs come back in one.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend_impl.h"
+
+namespace normd::kernels::cuda {
+
+absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
+  // Layout of the call's memory: per segment x, skip, raw weight, raw bias (inputs,
+  // copied in one transfer), then the segment and item tables, then fp32 weight and bias,
+  // then y and h (outputs).
+  struct Offsets {
+    int64_t x, skip, w_raw, b_raw, w, b, y, h;
+  };
+  std::vector<Offsets> off(segments.size());
+  Staging st;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const RowNormArgs& a = segments[i];
+    off[i].x = st.Reserve(Bytes(a.x));
+    off[i].skip = st.Reserve(Bytes(a.skip));
+    off[i].w_raw = st.Reserve(Bytes(a.weight));
+    off[i].b_raw = st.Reserve(Bytes(a.bias));
+  }
+  std::vector<RowSegment> table(segments.size());
+  std::vector<RowItem> items;
+  int64_t max_block_cols = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const RowNormArgs& a = segments[i];
+    if (a.rows == 0 || a.cols == 0) continue;
+    if (a.cols <= kWarpRowMaxCols) {
+      for (int64_t r = 0; r < a.rows; r += 8) {
+        items.push_back({static_cast<int32_t>(i), 1, r,
+                         static_cast<int32_t>(std::min<int64_t>(8, a.rows - r))});
+      }
+    } else {
+      max_block_cols = std::max(max_block_cols, a.cols);
+      for (int64_t r = 0; r < a.rows; ++r) items.push_back({static_cast<int32_t>(i), 0, r, 1});
+    }
+  }
+  if (items.empty()) return absl::OkStatus();
+  const int64_t table_at = st.Reserve(table.size() * sizeof(RowSegment));
+  const int64_t items_at = st.Reserve(items.size() * sizeof(RowItem));
+  for (size_t i = 0; i < segments.size(); ++i) {
+    off[i].w = st.Reserve(segments[i].weight.present() ? segments[i].cols * 4 : 0);
+    off[i].b = st.Reserve(segments[i].bias.present() ? segments[i].cols * 4 : 0);
+  }
+  const int64_t outputs_at = st.size();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    off[i].y = st.Reserve(Bytes(segments[i].y));
+    off[i].h = st.Reserve(Bytes(segments[i].h));
+  }
+  absl::StatusOr<Call> call = Begin(st.size());
+  if (!call.ok()) return call.status();
+  char* dev = call->dev;
+  char* host = call->host;
+  auto stage = [&](int64_t at, const void* src, int64_t n) {
+    if (n > 0) std::memcpy(host + at, src, n);
+  };
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const RowNormArgs& a = segments[i];
+    stage(off[i].x, a.x.data, Bytes(a.x));
+    stage(off[i].skip, a.skip.data, Bytes(a.skip));
+    stage(off[i].w_raw, a.weight.data, Bytes(a.weight));
+    stage(off[i].b_raw, a.bias.data, Bytes(a.bias));
+    RowSegment& s = table[i];
+    s.kind = static_cast<int32_t>(a.kind);
+    s.x_dtype = Code(a.x.dtype);
+    s.y_dtype = Code(a.y.dtype);
+    s.eps_inside = a.eps_placement == EpsPlacement::kInsideSqrt;
+    s.cast_before_weight = a.cast_before_weight;
+    s.residual = static_cast<int32_t>(a.residual);
+    s.rows = a.rows;
+    s.cols = a.cols;
+    s.partial_m = a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, a.cols) : a.cols;
+    s.eps = a.eps;
+    s.alpha = static_cast<float>(a.alpha);
+    s.x = dev + off[i].x;
+    s.skip = a.skip.present() ? dev + off[i].skip : nullptr;
+    s.weight = a.weight.present() ? reinterpret_cast<const float*>(dev + off[i].w) : nullptr;
+    s.bias = a.bias.present() ? reinterpret_cast<const float*>(dev + off[i].b) : nullptr;
+    s.y = dev + off[i].y;
+    s.h = a.h.present() ? dev + off[i].h : nullptr;
+  }
+  stage(table_at, table.data(), table.size() * sizeof(RowSegment));
+  stage(items_at, items.data(), items.size() * sizeof(RowItem));
+  absl::Status status = Check(
+      cudaMemcpyAsync(dev, host, outputs_at, cudaMemcpyHostToDevice, call->stream), "copy in");
+  for (size_t i = 0; status.ok() && i < segments.size(); ++i) {
+    const RowNormArgs& a = segments[i];
+    // (offset + weight) is formed in fp32, as on the CPU.
+    const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
+    if (a.weight.present()) {
+      status = Check(LaunchWiden(Code(a.weight.dtype), dev + off[i].w_raw, a.cols, offset,
+                                 reinterpret_cast<float*>(dev + off[i].w), call->stream),
+                     "widen weight");
+    }
+    if (status.ok() && a.bias.present()) {
+      status = Check(LaunchWiden(Code(a.bias.dtype), dev + off[i].b_raw, a.cols, 0.0f,
+                                 reinterpret_cast<float*>(dev + off[i].b), call->stream),
+                     "widen bias");
+    }
+  }
+  if (status.ok()) {
+    status = Check(LaunchRowNorm(reinterpret_cast<const RowSegment*>(dev + table_at),
+                                 reinterpret_cast<const RowItem*>(dev + items_at),
+                                 static_cast<int>(items.size()), max_block_cols, call->stream),
+                   "row kernel");
+  }
+  if (status.ok()) {
+    status = Check(cudaMemcpyAsync(host + outputs_at, dev + outputs_at, st.size() - outputs_at,
+                                   cudaMemcpyDeviceToHost, call->stream),
+                   "copy out");
+  }
+  if (status.ok()) status = Check(cudaStreamSynchronize(call->stream), "row norm");
+  if (status.ok()) {
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const RowNormArgs& a = segments[i];
+      if (a.y.present()) std::memcpy(a.y.data, host + off[i].y, Bytes(a.y));
+      if (a.h.present()) std::memcpy(a.h.data, host + off[i].h, Bytes(a.h));
+    }
+  } else {
+    cudaStreamSynchronize(call->stream);  // nothing may still use the pinned block
+  }
+  End(*call);
+  return status;
+}
+
+}  // namespace normd::kernels::cuda
