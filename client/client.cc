@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
   args.SetMaxSendMessageSize(options.max_message_bytes);
   // Several resolved addresses (ipv4:a,b or DNS with many records): spread the calls.
   args.SetLoadBalancingPolicyName("round_robin");
+  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   if (channel == nullptr)
     return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
@@ -111,6 +112,41 @@ absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeReque
   v1::NormalizeResponse response;
   if (absl::Status s = FromGrpc(stub_->Normalize(&context, request, &response)); !s.ok()) return s;
   return response;
+}
+
+void Client::NormalizeAsync(v1::NormalizeRequest request, Callback done) {
+  CallAsync(false, std::move(request), std::move(done));
+}
+
+void Client::EchoAsync(v1::NormalizeRequest request, Callback done) {
+  CallAsync(true, std::move(request), std::move(done));
+}
+
+void Client::CallAsync(bool echo, v1::NormalizeRequest request, Callback done) {
+  // What the call reads and writes must outlive it: owned here, freed by the callback.
+  struct Call {
+    grpc::ClientContext context;
+    v1::NormalizeRequest request;
+    v1::NormalizeResponse response;
+    Callback done;
+  };
+  auto* call = new Call;
+  Prepare(&call->context);
+  call->request = std::move(request);
+  call->done = std::move(done);
+  auto on_done = [call](grpc::Status s) {
+    std::unique_ptr<Call> owned(call);
+    if (absl::Status st = FromGrpc(s); !st.ok()) {
+      owned->done(st);
+    } else {
+      owned->done(std::move(owned->response));
+    }
+  };
+  if (echo) {
+    stub_->async()->Echo(&call->context, &call->request, &call->response, std::move(on_done));
+  } else {
+    stub_->async()->Normalize(&call->context, &call->request, &call->response, std::move(on_done));
+  }
 }
 
 absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& request) {

@@ -1,6 +1,7 @@
-// normbench: a load generator for normd. `--concurrency` workers each keep one request in
-// flight (unary calls, or one bidirectional stream per worker with --stream) for
-// `--duration` seconds, closed loop, or on a fixed schedule with --rate; then it prints
+// normbench: a load generator for normd. Closed loop, `--concurrency` workers each keep one
+// request in flight (unary calls, or one bidirectional stream per worker with --stream) for
+// `--duration` seconds; open loop (--rate), requests go on a fixed schedule (unary: from one
+// thread, asynchronously, at most --concurrency in flight; streams: per worker); then it prints
 // (and with --json writes) the counts, throughput, latency percentiles overall and per
 // status code, and how many answers carried another request's id (must be 0). --echo
 // measures the transport alone through the Echo RPCs.
@@ -18,7 +19,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/load_gen.h"
 #include "common/cli_flags.h"
+#include "common/process_tuning.h"
 #include "normd/client.h"
 
 namespace normd {
@@ -28,17 +31,15 @@ constexpr char kUsage[] =
     "usage: normbench [--target HOST:PORT] [--op rms-norm|layer-norm|l2-norm] [--shape 1x4096]\n"
     "                 [--dtype f32|f16|bf16] [--concurrency N] [--duration SECONDS] [--stream]\n"
     "                 [--echo] [--rate RPS] [--backend auto|cpu|cuda] [--timeout-ms MS]\n"
-    "                 [--json FILE]\n"
+    "                 [--connections N] [--json FILE]\n"
     "  --concurrency  workers, each with one request in flight (one stream each with --stream)\n"
+    "  --connections  gRPC connections to open; workers and calls take turns (default 1)\n"
     "  --echo         call Echo/EchoStream (the transport alone) instead of Normalize\n"
     "  --rate         open loop: send this many requests per second in all, on a fixed\n"
-    "                 schedule; latency counts from the scheduled send time\n";
+    "                 schedule; latency counts from the scheduled send time. Unary calls go\n"
+    "                 asynchronously from one thread, at most --concurrency in flight\n";
 
-struct WorkerStats {
-  std::map<std::string, std::vector<int64_t>> latencies_us;  // by status code
-  int64_t sent = 0, ok = 0, failed = 0, wrong_id = 0;
-  int64_t batched = 0;  // answers whose server run was shared with other requests
-};
+using WorkerStats = LoadStats;
 
 struct Setup {
   v1::NormalizeRequest request;
@@ -46,6 +47,7 @@ struct Setup {
   double rate = 0;  // per worker, requests/s; 0: closed loop
   int64_t workers = 1;
   absl::Time start, end;
+  std::vector<Client*> clients;  // one per connection; calls and workers take turns
 };
 
 absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
@@ -95,9 +97,7 @@ absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
 }
 
 void Record(WorkerStats* s, absl::StatusCode code, absl::Time start) {
-  s->latencies_us[absl::StatusCodeToString(code)].push_back(
-      absl::ToInt64Microseconds(absl::Now() - start));
-  (code == absl::StatusCode::kOk ? s->ok : s->failed)++;
+  s->Record(code, absl::ToInt64Microseconds(absl::Now() - start));
 }
 
 // Closed loop: the next request goes when the last one is answered. Open loop (rate > 0):
@@ -112,7 +112,8 @@ absl::Time NextSend(const Setup& setup, int index, int64_t n) {
   return at;
 }
 
-void UnaryWorker(Client* client, const Setup& setup, int index, WorkerStats* s) {
+void UnaryWorker(const Setup& setup, int index, WorkerStats* s) {
+  Client* client = setup.clients[index % setup.clients.size()];
   v1::NormalizeRequest request = setup.request;
   for (int64_t n = 0;; ++n) {
     const absl::Time start = NextSend(setup, index, n);
@@ -127,7 +128,8 @@ void UnaryWorker(Client* client, const Setup& setup, int index, WorkerStats* s) 
   }
 }
 
-void StreamWorker(Client* client, const Setup& setup, int index, WorkerStats* s) {
+void StreamWorker(const Setup& setup, int index, WorkerStats* s) {
+  Client* client = setup.clients[index % setup.clients.size()];
   std::unique_ptr<NormalizeStream> stream =
       setup.echo ? client->OpenEchoStream() : client->OpenStream();
   v1::NormalizeRequest request = setup.request;
@@ -151,79 +153,72 @@ void StreamWorker(Client* client, const Setup& setup, int index, WorkerStats* s)
   stream->Finish().IgnoreError();
 }
 
-int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(p * (sorted.size() - 1) + 0.5));
-  return sorted[i];
-}
-
-std::string LatencyJson(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return absl::StrCat("{\"count\": ", v.size(), ", \"p50\": ", Percentile(v, 0.5),
-                      ", \"p90\": ", Percentile(v, 0.9), ", \"p99\": ", Percentile(v, 0.99),
-                      ", \"max\": ", v.empty() ? 0 : v.back(), "}");
-}
-
 int Run(const CliFlags& f) {
   absl::StatusOr<v1::NormalizeRequest> request = MakeRequest(f);
   absl::StatusOr<int64_t> concurrency = f.GetInt("concurrency", 1);
   absl::StatusOr<double> duration = f.GetDouble("duration", 5);
   absl::StatusOr<double> rate = f.GetDouble("rate", 0);
   absl::StatusOr<int64_t> timeout_ms = f.GetInt("timeout-ms", 30000);
+  absl::StatusOr<int64_t> connections = f.GetInt("connections", 1);
   for (const absl::Status& s : {request.status(), concurrency.status(), duration.status(),
-                                rate.status(), timeout_ms.status()}) {
+                                rate.status(), timeout_ms.status(), connections.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "normbench: %s\n%s", std::string(s.message()).c_str(), kUsage);
       return 2;
     }
   }
-  if (*concurrency < 1 || *duration <= 0 || *rate < 0 || *timeout_ms < 1) {
+  if (*concurrency < 1 || *duration <= 0 || *rate < 0 || *timeout_ms < 1 || *connections < 1 ||
+      *connections > 1024) {
     std::fprintf(stderr,
-                 "normbench: --concurrency and --timeout-ms must be >= 1, --duration > 0, "
-                 "--rate >= 0\n%s",
+                 "normbench: --concurrency and --timeout-ms must be >= 1, --connections 1 to "
+                 "1024, --duration > 0, --rate >= 0\n%s",
                  kUsage);
     return 2;
   }
   ClientOptions options;
   options.timeout = absl::Milliseconds(*timeout_ms);
-  absl::StatusOr<std::unique_ptr<Client>> client =
-      Client::Create(f.GetString("target", "localhost:50051"), options);
-  if (!client.ok()) {
-    std::fprintf(stderr, "normbench: %s\n", client.status().ToString().c_str());
-    return 1;
-  }
+  options.own_connection = true;
   Setup setup;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int64_t i = 0; i < *connections; ++i) {
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Create(f.GetString("target", "localhost:50051"), options);
+    if (!client.ok()) {
+      std::fprintf(stderr, "normbench: %s\n", client.status().ToString().c_str());
+      return 1;
+    }
+    setup.clients.push_back(client->get());
+    clients.push_back(*std::move(client));
+  }
   setup.request = *std::move(request);
   setup.stream = f.GetBool("stream");
   setup.echo = f.GetBool("echo");
   setup.rate = *rate / static_cast<double>(*concurrency);
   setup.workers = *concurrency;
   std::vector<WorkerStats> stats(*concurrency);
+  WorkerStats all;
   std::vector<std::thread> workers;
   setup.start = absl::Now();
   setup.end = setup.start + absl::Seconds(*duration);
-  for (int i = 0; i < *concurrency; ++i) {
-    workers.emplace_back(setup.stream ? StreamWorker : UnaryWorker, client->get(), std::cref(setup),
-                         i, &stats[i]);
+  if (setup.rate > 0 && !setup.stream) {
+    OpenLoopOptions open;
+    open.rate = *rate;
+    open.start = setup.start;
+    open.end = setup.end;
+    open.max_in_flight = *concurrency;
+    open.echo = setup.echo;
+    workers.emplace_back([&, open] { all = OpenLoop(setup.clients, setup.request, open); });
+  } else {
+    for (int i = 0; i < *concurrency; ++i) {
+      workers.emplace_back(setup.stream ? StreamWorker : UnaryWorker, std::cref(setup), i,
+                           &stats[i]);
+    }
   }
   for (auto& w : workers) w.join();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - setup.start);
 
-  WorkerStats all;
-  std::vector<int64_t> every;
-  for (auto& s : stats) {
-    all.sent += s.sent;
-    all.ok += s.ok;
-    all.failed += s.failed;
-    all.wrong_id += s.wrong_id;
-    all.batched += s.batched;
-    for (auto& [code, v] : s.latencies_us) {
-      auto& dst = all.latencies_us[code];
-      dst.insert(dst.end(), v.begin(), v.end());
-      every.insert(every.end(), v.begin(), v.end());
-    }
-  }
-  std::sort(every.begin(), every.end());
+  for (const auto& s : stats) all.Merge(s);
+  const std::vector<int64_t> every = all.AllLatencies();
   const double rps = all.ok / elapsed;
   std::vector<std::string> codes, by_code;
   for (const auto& [code, v] : all.latencies_us) {
@@ -233,15 +228,16 @@ int Run(const CliFlags& f) {
   const std::string json = absl::StrCat(
       "{\"op\": \"", setup.echo ? "echo" : f.GetString("op", "rms-norm"), "\", \"shape\": \"",
       f.GetString("shape", "1x4096"), "\", \"dtype\": \"", f.GetString("dtype", "f32"),
-      "\", \"concurrency\": ", *concurrency, ", \"stream\": ", setup.stream ? "true" : "false",
-      ", \"rate\": ", *rate, ", \"duration_s\": ", elapsed, ", \"requests_sent\": ", all.sent,
+      "\", \"concurrency\": ", *concurrency, ", \"connections\": ", *connections,
+      ", \"stream\": ", setup.stream ? "true" : "false", ", \"rate\": ", *rate,
+      ", \"duration_s\": ", elapsed, ", \"requests_sent\": ", all.sent,
       ", \"requests_ok\": ", all.ok, ", \"requests_failed\": ", all.failed,
       ", \"requests_unanswered\": ", all.sent - all.ok - all.failed,
-      ", \"wrong_id\": ", all.wrong_id, ", \"batched\": ", all.batched, ", \"throughput_rps\": ", rps,
-      ", \"latency_us\": {\"p50\": ", Percentile(every, 0.5), ", \"p90\": ", Percentile(every, 0.9),
-      ", \"p99\": ", Percentile(every, 0.99), ", \"max\": ", every.empty() ? 0 : every.back(),
-      "}, \"latency_us_by_code\": {", absl::StrJoin(by_code, ", "), "}, \"status_codes\": {",
-      absl::StrJoin(codes, ", "), "}}");
+      ", \"wrong_id\": ", all.wrong_id, ", \"batched\": ", all.batched,
+      ", \"throughput_rps\": ", rps, ", \"latency_us\": {\"p50\": ", Percentile(every, 0.5),
+      ", \"p90\": ", Percentile(every, 0.9), ", \"p99\": ", Percentile(every, 0.99),
+      ", \"max\": ", every.empty() ? 0 : every.back(), "}, \"latency_us_by_code\": {",
+      absl::StrJoin(by_code, ", "), "}, \"status_codes\": {", absl::StrJoin(codes, ", "), "}}");
   std::printf("%s\n", json.c_str());
   if (const auto path = f.Find("json")) {
     std::ofstream(*path) << json << "\n";
@@ -264,6 +260,7 @@ int main(int argc, char** argv) {
                          {"rate", false},
                          {"backend", false},
                          {"timeout-ms", false},
+                         {"connections", false},
                          {"json", false},
                          {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
@@ -271,5 +268,6 @@ int main(int argc, char** argv) {
     std::fputs(normd::kUsage, stderr);
     return s.ok() ? 0 : 2;
   }
+  normd::TuneProcessForMessages();
   return normd::Run(flags);
 }

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/cli_flags.h"
+#include "common/process_tuning.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : 2;
   }
   spdlog::set_level(spdlog::level::from_str(flags.GetString("log-level", "info")));
+  normd::TuneProcessForMessages();
   normd::server::ServerOptions options;
   normd::server::SchedulerOptions& sched = options.scheduler;
   options.listen = flags.GetString("listen", options.listen);

@@ -9,7 +9,7 @@ gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(integration_test PRIVATE normd_server_lib normd_client GTest::gtest_main)
+target_link_libraries(integration_test PRIVATE normd_server_lib normd_load GTest::gtest_main)
 gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)
 
 # The PyTorch conformance suite and the normctl CLI suite: Debian's /usr/bin/python3 with

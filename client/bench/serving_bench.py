@@ -8,8 +8,12 @@ Measures, on one machine and one server build, with the same 1x4096 f32 payload:
   1. Echo vs Normalize (RMSNorm), unary and streaming, concurrency 1, 16, 64.
   2. p99 latency of unary Normalize at half the maximum throughput (open loop, --rate).
   3. A full queue: a server with --max-queue-requests 8 and no inline path under 64
-     concurrent callers; UNAVAILABLE latency, and every request answered exactly once.
-  4. Batching on vs off (--batch-max-rows 1), unary and streaming at concurrency 64.
+     concurrent callers; UNAVAILABLE latency beside Echo's on the same server and load, and
+     every request answered exactly once. Here the queue is full because the cores are.
+  4. The rejection path alone (normd-rejection-bench): the queue held full behind a gated
+     backend while the cores are free, open loop at 2000, 4000 and 8000 calls/s; every
+     call must be answered UNAVAILABLE, beside Echo at the same rate.
+  5. Batching on vs off (--batch-max-rows 1), unary and streaming at concurrency 64.
 Client and server share the machine's cores, so the absolute numbers include the load
 generator's own cost; the ratios are what the targets are stated in.
 """
@@ -65,7 +69,8 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     d = args.duration
-    results = {"transport": [], "half_load": None, "queue_full": None, "batching": []}
+    results = {"transport": [], "half_load": None, "queue_full": None, "rejection": [],
+               "batching": []}
 
     srv = Server(args.build)
     try:
@@ -91,8 +96,18 @@ def main():
     srv = Server(args.build, "--max-queue-requests", "8", "--inline-max-bytes", "0")
     try:
         results["queue_full"] = bench(args.build, srv.port, d, "--concurrency", "64")
+        results["queue_full_echo"] = bench(args.build, srv.port, d, "--concurrency", "64",
+                                           "--echo")
     finally:
         srv.stop()
+
+    for rate in (2000, 4000, 8000):
+        out = subprocess.run(
+            [os.path.join(args.build, "server", "normd-rejection-bench"), "--rate", str(rate),
+             "--duration", str(d)], capture_output=True, text=True)
+        if not out.stdout.strip():
+            raise RuntimeError(out.stderr)
+        results["rejection"].append(json.loads(out.stdout))
 
     for batching in (True, False):
         srv = Server(args.build, *([] if batching else ["--batch-max-rows", "1"]))
@@ -130,7 +145,18 @@ def main():
     print(f"- full queue (--max-queue-requests 8, 64 callers): {q['requests_sent']} sent, "
           f"status codes {q['status_codes']}, unanswered {q['requests_unanswered']}, "
           f"wrong id {q['wrong_id']}; UNAVAILABLE p50 {unavailable.get('p50')} us, "
-          f"p99 {unavailable.get('p99')} us")
+          f"p99 {unavailable.get('p99')} us; Echo on that server at 64 callers: p50 "
+          f"{results['queue_full_echo']['latency_us']['p50']} us, p99 "
+          f"{results['queue_full_echo']['latency_us']['p99']} us")
+    for r in results["rejection"]:
+        e, q = r["echo"]["latency_us"], r["full_queue_normalize"]["latency_us"]
+        codes = {k: v["count"] for k, v in r["full_queue_normalize"]["latency_us_by_code"].items()}
+        print(f"- queue held full, {r['rate']:.0f} calls/s open loop: "
+              f"{r['full_queue_normalize']['sent']} sent, "
+              f"codes {codes}, held {r['held_ok']} of "
+              f"{r['held']} answered OK after; UNAVAILABLE p50 {q['p50']} / p99 {q['p99']} us, "
+              f"Echo at that rate p50 {e['p50']} / p99 {e['p99']} us; checks "
+              f"{'pass' if r['good'] else 'FAIL'}")
     for r in results["batching"]:
         print(f"- batching {'on ' if r['batching'] else 'off'} "
               f"{'stream' if r['stream'] else 'unary '} c=64: {r['throughput_rps']:.0f} rps, "

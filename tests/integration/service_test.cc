@@ -4,6 +4,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/load_gen.h"
 #include "gtest/gtest.h"
 #include "normd/client.h"
 #include "server/server.h"
@@ -228,6 +231,82 @@ TEST_F(ServiceTest, StreamAnswersEveryIdAndSurvivesABadRequest) {
     }
   }
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// The asynchronous raw calls and the open-loop driver built on them: many calls in flight
+// from one thread on two connections, each answered exactly once with its own id and the
+// oracle's values; an Echo returns the input; a bad request gets its own error.
+TEST_F(ServiceTest, AsyncCallsAnswerEachRequestOnceWithItsOwnResult) {
+  ClientOptions own;
+  own.own_connection = true;
+  auto second = Client::Create(absl::StrCat("127.0.0.1:", server_->port()), own);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const std::vector<Client*> clients = {client_, second->get()};
+
+  constexpr int kCalls = 96;
+  std::vector<v1::NormalizeRequest> requests(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    RmsNormOptions rms;
+    LayerNormOptions ln;
+    GroupNormOptions bad;
+    bad.num_groups = 5;  // does not divide C = 8
+    HostTensor x = Random(i % 2 ? DType::kBF16 : DType::kF32, {1 + i % 3, 8});
+    requests[i] = i % 3 == 0   ? MakeRequest(x, rms)
+                  : i % 3 == 1 ? MakeRequest(x, ln)
+                               : MakeRequest(x, bad);
+    requests[i].set_id(absl::StrCat("async-", i));
+  }
+  absl::Mutex mu;
+  std::vector<int> answers(kCalls, 0);  // +1 per Normalize answer, +100 per Echo answer
+  int remaining = 2 * kCalls;
+  std::vector<absl::StatusOr<v1::NormalizeResponse>> normalized(kCalls), echoed(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    clients[i % 2]->NormalizeAsync(requests[i], [&, i](absl::StatusOr<v1::NormalizeResponse> r) {
+      absl::MutexLock l(&mu);
+      ++answers[i];
+      --remaining;
+      normalized[i] = std::move(r);
+    });
+    clients[(i + 1) % 2]->EchoAsync(requests[i], [&, i](absl::StatusOr<v1::NormalizeResponse> r) {
+      absl::MutexLock l(&mu);
+      answers[i] += 100;
+      --remaining;
+      echoed[i] = std::move(r);
+    });
+  }
+  {
+    absl::MutexLock l(&mu);
+    mu.AwaitWithTimeout(absl::Condition(
+                            +[](int* n) { return *n <= 0; }, &remaining),
+                        absl::Seconds(30));
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(answers[i], 101) << i << ": each call must be answered exactly once";
+    ASSERT_TRUE(echoed[i].ok()) << echoed[i].status();
+    EXPECT_EQ(echoed[i]->id(), requests[i].id());
+    EXPECT_EQ(echoed[i]->output().data(), requests[i].input().data());
+    if (i % 3 == 2) {
+      EXPECT_EQ(normalized[i].status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(normalized[i].status().message().find("group_norm.num_groups"), std::string::npos);
+    } else {
+      ASSERT_TRUE(normalized[i].ok()) << i << ": " << normalized[i].status();
+      EXPECT_EQ(normalized[i]->id(), requests[i].id());
+      ExpectMatchesOracle(requests[i], *normalized[i], requests[i].id());
+    }
+  }
+
+  // The open-loop driver: every scheduled call sent once and answered once, ids intact.
+  OpenLoopOptions open;
+  open.rate = 2000;
+  open.start = absl::Now();
+  open.end = open.start + absl::Milliseconds(100);
+  open.max_in_flight = 8;
+  const LoadStats stats = OpenLoop(clients, requests[0], open);
+  EXPECT_EQ(stats.sent, 200);
+  EXPECT_EQ(stats.ok, 200);
+  EXPECT_EQ(stats.failed, 0);
+  EXPECT_EQ(stats.wrong_id, 0);
+  EXPECT_EQ(stats.AllLatencies().size(), 200u);
 }
 
 TEST_F(ServiceTest, ErrorsMapToTheirGrpcCodes) {

@@ -15,6 +15,7 @@
 #ifndef NORMD_CLIENT_CLIENT_H_
 #define NORMD_CLIENT_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,10 @@ namespace normd {
 struct ClientOptions {
   absl::Duration timeout = absl::Seconds(30);  // deadline of each call
   int max_message_bytes = 256 << 20;
+  // gRPC shares one connection among channels to the same target with the same options;
+  // true gives this client a connection of its own (load generators open several, as
+  // many independent callers would).
+  bool own_connection = false;
 };
 
 enum class Backend { kAuto, kCpu, kCuda };
@@ -140,6 +145,12 @@ class Client {
   // Diagnostics: the request's input returned as output, without compute (benchmarks).
   absl::StatusOr<v1::NormalizeResponse> Echo(const v1::NormalizeRequest& request);
   std::unique_ptr<NormalizeStream> OpenEchoStream();
+  // Asynchronous raw calls, for callers that keep many calls in flight without a thread
+  // each (load generators): returns at once; `done` runs exactly once, on a gRPC thread,
+  // with the response or the call's status. It must not block.
+  using Callback = std::function<void(absl::StatusOr<v1::NormalizeResponse>)>;
+  void NormalizeAsync(v1::NormalizeRequest request, Callback done);
+  void EchoAsync(v1::NormalizeRequest request, Callback done);
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::DeepNormCoefficients> GetDeepNormCoefficients(v1::Architecture arch,
                                                                    int encoder_layers,
@@ -150,6 +161,7 @@ class Client {
       : stub_(std::move(stub)), options_(options) {}
   void Prepare(grpc::ClientContext* context) const;
   absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request);
+  void CallAsync(bool echo, v1::NormalizeRequest request, Callback done);
 
   std::unique_ptr<v1::NormService::Stub> stub_;
   ClientOptions options_;

@@ -1,0 +1,52 @@
+// Load generation shared by normbench and the serving benchmarks: an open-loop sender of
+// asynchronous unary calls, per-status-code latency records, and their JSON summary.
+//
+// Thread safety: OpenLoop runs on the calling thread and gathers answers from gRPC's
+// threads under its own lock; LoadStats is a plain value, not safe for concurrent use.
+#ifndef NORMD_CLIENT_LOAD_GEN_H_
+#define NORMD_CLIENT_LOAD_GEN_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "normd/client.h"
+
+namespace normd {
+
+struct LoadStats {
+  std::map<std::string, std::vector<int64_t>> latencies_us;  // by status code name
+  int64_t sent = 0, ok = 0, failed = 0;
+  int64_t wrong_id = 0;  // answers carrying another request's id (must stay 0)
+  int64_t batched = 0;   // answers whose server run was shared with other requests
+
+  void Record(absl::StatusCode code, int64_t latency_us);
+  void Merge(const LoadStats& other);
+  std::vector<int64_t> AllLatencies() const;  // every code, sorted
+};
+
+struct OpenLoopOptions {
+  double rate = 1000;  // requests per second, in all
+  absl::Time start, end;
+  int64_t max_in_flight = 1024;
+  bool echo = false;  // Echo instead of Normalize
+};
+
+// Sends request n (its id set to "n") at start + n / rate until `end`, asynchronously and
+// round-robin over `clients`, with at most max_in_flight outstanding: a send that finds
+// that many waits for one to finish. Returns when every call is answered. Latency counts
+// from the scheduled time, so any wait, here or in the server, shows in it (no
+// coordinated omission).
+LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
+                   const OpenLoopOptions& options);
+
+// Nearest-rank percentile of sorted values; 0 when empty.
+int64_t Percentile(const std::vector<int64_t>& sorted, double p);
+// {"count": n, "p50": .., "p90": .., "p99": .., "max": ..}
+std::string LatencyJson(std::vector<int64_t> values);
+
+}  // namespace normd
+
+#endif  // NORMD_CLIENT_LOAD_GEN_H_

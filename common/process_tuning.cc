@@ -1,0 +1,15 @@
+#include "common/process_tuning.h"
+
+#include <malloc.h>
+
+#include "absl/synchronization/mutex.h"
+
+namespace normd {
+
+void TuneProcessForMessages() {
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
+}  // namespace normd

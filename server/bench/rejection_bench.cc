@@ -1,0 +1,190 @@
+// normd-rejection-bench: how fast a server with a full queue says no, beside the
+// transport's physical limit (Echo) at the same offered rate, in one run.
+//
+// The server runs in this process over real gRPC on loopback with the real transport and
+// scheduler; its CPU backend sits behind a gate (tests/server/gated_backend.h). On this
+// machine's CPU backend a queue fills only when the cores are saturated, and then every
+// call, accepted, rejected or Echo, waits for the CPU; the gate holds the queue full while
+// the cores are free, so what is measured is the rejection path itself:
+//   1. Echo, open loop at --rate for --duration: the transport alone.
+//   2. The gate closes, one request enters the backend and --queue requests fill the queue.
+//   3. Normalize, open loop at the same rate: every call must be answered UNAVAILABLE.
+//   4. The gate opens: the held requests must all be answered OK, with their own ids.
+// Prints one JSON object; exits 1 when any call was lost, duplicated, answered with another
+// id, or a rejection phase call was not UNAVAILABLE.
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/load_gen.h"
+#include "common/cli_flags.h"
+#include "common/process_tuning.h"
+#include "normd/client.h"
+#include "server/server.h"
+#include "spdlog/spdlog.h"
+#include "tests/server/gated_backend.h"
+
+namespace normd {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: normd-rejection-bench [--rate 4000] [--duration 3] [--queue 8] [--cols 4096]\n"
+    "                             [--connections 1]\n";
+
+// The requests held in the backend and the queue while the rejections are measured.
+struct Held {
+  int64_t total = 0, answered = 0, ok = 0;
+};
+bool HeldAnswered(Held* h) { return h->answered == h->total; }
+
+std::string StatsJson(const LoadStats& s, double seconds) {
+  std::vector<std::string> by_code;
+  for (const auto& [code, v] : s.latencies_us) {
+    by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
+  }
+  return absl::StrCat("{\"sent\": ", s.sent, ", \"ok\": ", s.ok, ", \"failed\": ", s.failed,
+                      ", \"unanswered\": ", s.sent - s.ok - s.failed,
+                      ", \"wrong_id\": ", s.wrong_id,
+                      ", \"answered_rps\": ", (s.ok + s.failed) / seconds,
+                      ", \"latency_us\": ", LatencyJson(s.AllLatencies()),
+                      ", \"latency_us_by_code\": {", absl::StrJoin(by_code, ", "), "}}");
+}
+
+int Run(const CliFlags& f) {
+  absl::StatusOr<double> rate = f.GetDouble("rate", 4000);
+  absl::StatusOr<double> duration = f.GetDouble("duration", 3);
+  absl::StatusOr<int64_t> queue = f.GetInt("queue", 8);
+  absl::StatusOr<int64_t> cols = f.GetInt("cols", 4096);
+  absl::StatusOr<int64_t> connections = f.GetInt("connections", 1);
+  for (const absl::Status& s :
+       {rate.status(), duration.status(), queue.status(), cols.status(), connections.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "normd-rejection-bench: %s\n%s", std::string(s.message()).c_str(),
+                   kUsage);
+      return 2;
+    }
+  }
+  if (*rate <= 0 || *duration <= 0 || *queue < 1 || *cols < 1 || *connections < 1) {
+    std::fprintf(stderr, "normd-rejection-bench: every value must be positive\n%s", kUsage);
+    return 2;
+  }
+
+  auto gate = std::make_shared<testing::GatedBackend>();
+  server::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.backends = {gate};
+  options.scheduler.cpu_executors = 1;
+  options.scheduler.inline_max_bytes = 0;  // every request goes through the queue
+  options.scheduler.max_queue_requests = *queue;
+  absl::StatusOr<std::unique_ptr<server::NormServer>> srv = server::NormServer::Start(options);
+  if (!srv.ok()) {
+    std::fprintf(stderr, "normd-rejection-bench: %s\n", srv.status().ToString().c_str());
+    return 1;
+  }
+  const std::string target = absl::StrCat("127.0.0.1:", (*srv)->port());
+  ClientOptions copt;
+  copt.own_connection = true;
+  std::vector<std::unique_ptr<Client>> owned;
+  std::vector<Client*> clients;
+  for (int64_t i = 0; i < *connections; ++i) {
+    owned.push_back(*Client::Create(target, copt));
+    clients.push_back(owned.back().get());
+  }
+  // One 1 x cols f32 RMSNorm request, as normbench sends.
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  std::vector<float> values(*cols);
+  for (float& v : values) v = dist(rng);
+  RmsNormOptions rms;
+  rms.backend = Backend::kCpu;
+  const v1::NormalizeRequest request =
+      MakeRequest(HostTensor::FromFloats(DType::kF32, {1, *cols}, values), rms);
+
+  OpenLoopOptions open;
+  open.rate = *rate;
+  open.start = absl::Now();
+  open.end = open.start + absl::Seconds(*duration);
+  open.echo = true;
+  const LoadStats echo = OpenLoop(clients, request, open);
+
+  // Hold the queue full: one request inside the gated backend, `queue` behind it.
+  gate->Close();
+  absl::Mutex mu;
+  Held held_state;  // guarded by mu
+  const int64_t held = held_state.total = *queue + 1;
+  for (int64_t i = 0; i < held; ++i) {
+    v1::NormalizeRequest r = request;
+    r.set_id(absl::StrCat("held-", i));
+    clients[0]->NormalizeAsync(r, [&, id = r.id()](absl::StatusOr<v1::NormalizeResponse> a) {
+      absl::MutexLock l(&mu);
+      ++held_state.answered;
+      if (a.ok() && a->id() == id) ++held_state.ok;
+    });
+    if (i == 0) gate->AwaitEntered(1);
+  }
+  const absl::Time fill_deadline = absl::Now() + absl::Seconds(10);
+  while ((*srv)->scheduler_stats().queued_requests < *queue && absl::Now() < fill_deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const server::SchedulerStats before = (*srv)->scheduler_stats();
+
+  open.start = absl::Now();
+  open.end = open.start + absl::Seconds(*duration);
+  open.echo = false;
+  const LoadStats rejected = OpenLoop(clients, request, open);
+  const server::SchedulerStats after = (*srv)->scheduler_stats();
+
+  gate->Open();
+  int64_t answered, ok;
+  {
+    absl::MutexLock l(&mu);
+    mu.AwaitWithDeadline(absl::Condition(&HeldAnswered, &held_state),
+                         absl::Now() + absl::Seconds(30));
+    answered = held_state.answered;
+    ok = held_state.ok;
+  }
+  const int64_t unavailable = rejected.latencies_us.count("UNAVAILABLE")
+                                  ? rejected.latencies_us.at("UNAVAILABLE").size()
+                                  : 0;
+  const bool good = echo.ok == echo.sent && echo.wrong_id == 0 && unavailable == rejected.sent &&
+                    rejected.wrong_id == 0 && before.queued_requests == *queue && ok == held &&
+                    after.rejected_full - before.rejected_full == rejected.sent;
+  std::printf(
+      "{\"rate\": %g, \"duration_s\": %g, \"queue\": %lld, \"cols\": %lld, \"connections\": "
+      "%lld, \"echo\": %s, \"full_queue_normalize\": %s, \"queued_while_rejecting\": %lld, "
+      "\"server_rejected_full\": %lld, \"held_answered\": %lld, \"held_ok\": %lld, \"held\": "
+      "%lld, \"good\": %s}\n",
+      *rate, *duration, static_cast<long long>(*queue), static_cast<long long>(*cols),
+      static_cast<long long>(*connections), StatsJson(echo, *duration).c_str(),
+      StatsJson(rejected, *duration).c_str(), static_cast<long long>(before.queued_requests),
+      static_cast<long long>(after.rejected_full - before.rejected_full),
+      static_cast<long long>(answered), static_cast<long long>(ok), static_cast<long long>(held),
+      good ? "true" : "false");
+  (*srv)->Shutdown();
+  return good ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace normd
+
+int main(int argc, char** argv) {
+  normd::CliFlags flags({{"rate", false},
+                         {"duration", false},
+                         {"queue", false},
+                         {"cols", false},
+                         {"connections", false},
+                         {"help", true}});
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
+    if (!s.ok())
+      std::fprintf(stderr, "normd-rejection-bench: %s\n", std::string(s.message()).c_str());
+    std::fputs(normd::kUsage, stderr);
+    return s.ok() ? 0 : 2;
+  }
+  normd::TuneProcessForMessages();
+  spdlog::set_level(spdlog::level::warn);  // stdout carries the JSON only
+  return normd::Run(flags);
+}
