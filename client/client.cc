@@ -122,6 +122,14 @@ void Client::EchoAsync(v1::NormalizeRequest request, Callback done) {
   CallAsync(true, std::move(request), std::move(done));
 }
 
+void Client::BindStreamAsync(grpc::ClientContext* context, StreamReactor* reactor, bool echo) {
+  if (echo) {
+    stub_->async()->EchoStream(context, reactor);
+  } else {
+    stub_->async()->NormalizeStream(context, reactor);
+  }
+}
+
 void Client::CallAsync(bool echo, v1::NormalizeRequest request, Callback done) {
   // What the call reads and writes must outlive it: owned here, freed by the callback.
   struct Call {

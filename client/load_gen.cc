@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
 
 namespace normd {
 
@@ -20,6 +21,7 @@ void LoadStats::Merge(const LoadStats& other) {
   failed += other.failed;
   wrong_id += other.wrong_id;
   batched += other.batched;
+  send_late_us.insert(send_late_us.end(), other.send_late_us.begin(), other.send_late_us.end());
   for (const auto& [code, v] : other.latencies_us) {
     auto& dst = latencies_us[code];
     dst.insert(dst.end(), v.begin(), v.end());
@@ -31,6 +33,182 @@ std::vector<int64_t> LoadStats::AllLatencies() const {
   for (const auto& [code, v] : latencies_us) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
   return all;
+}
+
+namespace {
+
+// What the callers of one ClosedLoop share.
+struct LoopState {
+  absl::Mutex mu;
+  absl::CondVar stopped;
+  LoadStats stats ABSL_GUARDED_BY(mu);
+  int64_t running ABSL_GUARDED_BY(mu) = 0;
+  v1::NormalizeRequest request;  // the template, read-only once callers start
+  ClosedLoopOptions options;
+
+  // Records one answer: its code and, when one came, the response; `id` is what was sent.
+  void Answer(absl::StatusCode code, const v1::NormalizeResponse* r, const std::string& id,
+              absl::Time sent) {
+    const int64_t us = absl::ToInt64Microseconds(absl::Now() - sent);
+    absl::MutexLock l(&mu);
+    if (r != nullptr && r->id() != id) ++stats.wrong_id;
+    if (r != nullptr && r->timing().batch_requests() > 1) ++stats.batched;
+    stats.Record(code, us);
+  }
+  void Stop() {
+    absl::MutexLock l(&mu);
+    --running;
+    stopped.Signal();
+  }
+};
+
+// A unary caller: sends request n, and n + 1 from the answer's callback.
+void SendUnary(std::shared_ptr<LoopState> st, Client* client, int64_t caller, int64_t n) {
+  if (absl::Now() >= st->options.end) {
+    st->Stop();
+    return;
+  }
+  v1::NormalizeRequest r = st->request;
+  r.set_id(absl::StrCat(caller, "-", n));
+  {
+    absl::MutexLock l(&st->mu);
+    ++st->stats.sent;
+  }
+  auto done = [st, client, caller, n, id = r.id(),
+               sent = absl::Now()](absl::StatusOr<v1::NormalizeResponse> a) {
+    st->Answer(a.status().code(), a.ok() ? &*a : nullptr, id, sent);
+    SendUnary(st, client, caller, n + 1);
+  };
+  if (st->options.echo) {
+    client->EchoAsync(std::move(r), std::move(done));
+  } else {
+    client->NormalizeAsync(std::move(r), std::move(done));
+  }
+}
+
+// A streaming caller: one request in flight on its stream; the next is written when the
+// answer is read and the previous write has completed (gRPC allows one write at a time).
+// Decisions are made under mu_, the gRPC calls after it is released.
+class StreamCaller final : public Client::StreamReactor {
+ public:
+  StreamCaller(std::shared_ptr<LoopState> st, Client* client, int64_t caller)
+      : st_(std::move(st)), caller_(caller) {
+    request_ = st_->request;
+    client->BindStreamAsync(&context_, this, st_->options.echo);
+    {
+      absl::MutexLock l(&mu_);
+      Prepare();
+    }
+    Issue();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    After next = kNothing;
+    {
+      absl::MutexLock l(&mu_);
+      writing_ = false;
+      if (ok && after_write_ == kSend) {
+        Prepare();
+        next = kSend;
+      } else if (ok && after_write_ == kClose) {
+        next = kClose;
+      }
+      after_write_ = kNothing;
+    }
+    if (next == kSend) Issue();
+    if (next == kClose) StartWritesDone();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended: OnDone reports it
+    // A stream answers a bad request in the response, not with the call's status.
+    st_->Answer(response_.has_error() ? static_cast<absl::StatusCode>(response_.error().code())
+                                      : absl::StatusCode::kOk,
+                &response_, request_.id(), sent_);
+    const bool stop = absl::Now() >= st_->options.end;
+    bool send = false, close = false;
+    {
+      absl::MutexLock l(&mu_);
+      answered_ = true;
+      if (writing_) {
+        after_write_ = stop ? kClose : kSend;
+      } else if (stop) {
+        close = true;
+      } else {
+        Prepare();
+        send = true;
+      }
+    }
+    if (send) Issue();
+    if (close) StartWritesDone();
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    if (!answered_) {  // the request in flight died with the stream
+      st_->Answer(
+          s.ok() ? absl::StatusCode::kUnknown : static_cast<absl::StatusCode>(s.error_code()),
+          nullptr, request_.id(), sent_);
+    }
+    st_->Stop();
+    delete this;
+  }
+
+ private:
+  enum After { kNothing, kSend, kClose };
+
+  // The next request: its id, its send time, and the counters.
+  void Prepare() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    request_.set_id(absl::StrCat(caller_, "-", n_++));
+    {
+      absl::MutexLock l(&st_->mu);
+      ++st_->stats.sent;
+    }
+    sent_ = absl::Now();
+    answered_ = false;
+    writing_ = true;
+  }
+  void Issue() {
+    StartWrite(&request_);
+    StartRead(&response_);
+  }
+
+  std::shared_ptr<LoopState> st_;
+  const int64_t caller_;
+  grpc::ClientContext context_;
+  absl::Mutex mu_;
+  // Changed only by Prepare, while no write or read is in flight.
+  v1::NormalizeRequest request_;
+  v1::NormalizeResponse response_;
+  absl::Time sent_;
+  bool answered_ = true;
+  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  After after_write_ ABSL_GUARDED_BY(mu_) = kNothing;
+};
+
+}  // namespace
+
+LoadStats ClosedLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
+                     const ClosedLoopOptions& options) {
+  auto st = std::make_shared<LoopState>();
+  st->request = request;
+  st->options = options;
+  {
+    absl::MutexLock l(&st->mu);
+    st->running = options.callers;
+  }
+  for (int64_t i = 0; i < options.callers; ++i) {
+    Client* client = clients[i % clients.size()];
+    if (options.stream) {
+      new StreamCaller(st, client, i);  // deletes itself in OnDone
+    } else {
+      SendUnary(st, client, i, 0);
+    }
+  }
+  absl::MutexLock l(&st->mu);
+  while (st->running > 0) st->stopped.Wait(&st->mu);
+  return std::move(st->stats);
 }
 
 LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
@@ -66,6 +244,10 @@ LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeReque
       st->answered.Signal();
     };
     Client* client = clients[n % clients.size()];
+    {
+      absl::MutexLock l(&st->mu);
+      st->stats.send_late_us.push_back(absl::ToInt64Microseconds(absl::Now() - at));
+    }
     if (options.echo) {
       client->EchoAsync(next, std::move(done));
     } else {

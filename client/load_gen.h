@@ -1,8 +1,11 @@
-// Load generation shared by normbench and the serving benchmarks: an open-loop sender of
-// asynchronous unary calls, per-status-code latency records, and their JSON summary.
+// Load generation shared by normbench and the serving benchmarks: closed-loop callers and
+// an open-loop sender, both on gRPC's callback API (no thread per request in flight: on a
+// 2-core machine shared with the server, 64 blocking client threads cost more CPU than the
+// calls), per-status-code latency records, and their JSON summary.
 //
-// Thread safety: OpenLoop runs on the calling thread and gathers answers from gRPC's
-// threads under its own lock; LoadStats is a plain value, not safe for concurrent use.
+// Thread safety: ClosedLoop and OpenLoop block the calling thread and gather answers from
+// gRPC's threads under their own lock; LoadStats is a plain value, not safe for concurrent
+// use.
 #ifndef NORMD_CLIENT_LOAD_GEN_H_
 #define NORMD_CLIENT_LOAD_GEN_H_
 
@@ -21,11 +24,28 @@ struct LoadStats {
   int64_t sent = 0, ok = 0, failed = 0;
   int64_t wrong_id = 0;  // answers carrying another request's id (must stay 0)
   int64_t batched = 0;   // answers whose server run was shared with other requests
+  // Open loop: how late each request left against its schedule (the generator's own
+  // delay, included in its latency): when this is near the latency, the client is the
+  // bottleneck, not the server.
+  std::vector<int64_t> send_late_us;
 
   void Record(absl::StatusCode code, int64_t latency_us);
   void Merge(const LoadStats& other);
   std::vector<int64_t> AllLatencies() const;  // every code, sorted
 };
+
+struct ClosedLoopOptions {
+  int64_t callers = 1;
+  absl::Time end;
+  bool stream = false;  // one NormalizeStream per caller instead of unary calls
+  bool echo = false;    // Echo / EchoStream instead of Normalize
+};
+
+// `callers` callers, taking turns over `clients`, each keep one request in flight until
+// `end` (ids "caller-n"): the next goes when the last is answered. Latency is from send to
+// answer. Returns when every caller has stopped.
+LoadStats ClosedLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
+                     const ClosedLoopOptions& options);
 
 struct OpenLoopOptions {
   double rate = 1000;  // requests per second, in all

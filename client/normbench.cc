@@ -1,7 +1,8 @@
-// normbench: a load generator for normd. Closed loop, `--concurrency` workers each keep one
-// request in flight (unary calls, or one bidirectional stream per worker with --stream) for
-// `--duration` seconds; open loop (--rate), requests go on a fixed schedule (unary: from one
-// thread, asynchronously, at most --concurrency in flight; streams: per worker); then it prints
+// normbench: a load generator for normd. Closed loop, `--concurrency` callers each keep one
+// request in flight (unary calls, or one bidirectional stream per caller with --stream) for
+// `--duration` seconds, driven by gRPC callbacks (client/load_gen.h); open loop (--rate),
+// requests go on a fixed schedule (unary: from one thread, asynchronously, at most
+// --concurrency in flight; streams: a thread per stream); then it prints
 // (and with --json writes) the counts, throughput, latency percentiles overall and per
 // status code, and how many answers carried another request's id (must be 0). --echo
 // measures the transport alone through the Echo RPCs.
@@ -100,32 +101,14 @@ void Record(WorkerStats* s, absl::StatusCode code, absl::Time start) {
   s->Record(code, absl::ToInt64Microseconds(absl::Now() - start));
 }
 
-// Closed loop: the next request goes when the last one is answered. Open loop (rate > 0):
-// request n goes at start + n / rate, or at once when the worker is late.
-// Workers are phased evenly so that open-loop sends do not come in bursts.
+// Open loop on streams: request n of a worker goes at start + n / rate, or at once when the
+// worker is late. Workers are phased evenly so that sends do not come in bursts.
 absl::Time NextSend(const Setup& setup, int index, int64_t n) {
-  if (setup.rate <= 0) return absl::Now();
   const double phase = static_cast<double>(index) / static_cast<double>(setup.workers);
   const absl::Time at = setup.start + absl::Seconds((static_cast<double>(n) + phase) / setup.rate);
   const absl::Time now = absl::Now();
   if (at > now) absl::SleepFor(at - now);
   return at;
-}
-
-void UnaryWorker(const Setup& setup, int index, WorkerStats* s) {
-  Client* client = setup.clients[index % setup.clients.size()];
-  v1::NormalizeRequest request = setup.request;
-  for (int64_t n = 0;; ++n) {
-    const absl::Time start = NextSend(setup, index, n);
-    if (start >= setup.end) break;
-    request.set_id(absl::StrCat(index, "-", n));
-    ++s->sent;
-    absl::StatusOr<v1::NormalizeResponse> r =
-        setup.echo ? client->Echo(request) : client->Normalize(request);
-    if (r.ok() && r->id() != request.id()) ++s->wrong_id;
-    if (r.ok() && r->timing().batch_requests() > 1) ++s->batched;
-    Record(s, r.status().code(), start);
-  }
 }
 
 void StreamWorker(const Setup& setup, int index, WorkerStats* s) {
@@ -208,11 +191,17 @@ int Run(const CliFlags& f) {
     open.max_in_flight = *concurrency;
     open.echo = setup.echo;
     workers.emplace_back([&, open] { all = OpenLoop(setup.clients, setup.request, open); });
-  } else {
+  } else if (setup.rate > 0) {
     for (int i = 0; i < *concurrency; ++i) {
-      workers.emplace_back(setup.stream ? StreamWorker : UnaryWorker, std::cref(setup), i,
-                           &stats[i]);
+      workers.emplace_back(StreamWorker, std::cref(setup), i, &stats[i]);
     }
+  } else {
+    ClosedLoopOptions closed;
+    closed.callers = *concurrency;
+    closed.end = setup.end;
+    closed.stream = setup.stream;
+    closed.echo = setup.echo;
+    workers.emplace_back([&, closed] { all = ClosedLoop(setup.clients, setup.request, closed); });
   }
   for (auto& w : workers) w.join();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - setup.start);
@@ -236,7 +225,8 @@ int Run(const CliFlags& f) {
       ", \"wrong_id\": ", all.wrong_id, ", \"batched\": ", all.batched,
       ", \"throughput_rps\": ", rps, ", \"latency_us\": {\"p50\": ", Percentile(every, 0.5),
       ", \"p90\": ", Percentile(every, 0.9), ", \"p99\": ", Percentile(every, 0.99),
-      ", \"max\": ", every.empty() ? 0 : every.back(), "}, \"latency_us_by_code\": {",
+      ", \"max\": ", every.empty() ? 0 : every.back(),
+      "}, \"send_late_us\": ", LatencyJson(all.send_late_us), ", \"latency_us_by_code\": {",
       absl::StrJoin(by_code, ", "), "}, \"status_codes\": {", absl::StrJoin(codes, ", "), "}}");
   std::printf("%s\n", json.c_str());
   if (const auto path = f.Find("json")) {

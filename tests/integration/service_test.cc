@@ -307,6 +307,29 @@ TEST_F(ServiceTest, AsyncCallsAnswerEachRequestOnceWithItsOwnResult) {
   EXPECT_EQ(stats.failed, 0);
   EXPECT_EQ(stats.wrong_id, 0);
   EXPECT_EQ(stats.AllLatencies().size(), 200u);
+
+  // The closed-loop callers, unary and streaming: every request sent is answered once;
+  // a stream reports a bad request's error by its code.
+  for (bool stream : {false, true}) {
+    for (int which : {0, 2}) {
+      ClosedLoopOptions closed;
+      closed.callers = 4;
+      closed.stream = stream;
+      closed.end = absl::Now() + absl::Milliseconds(100);
+      const LoadStats c = ClosedLoop(clients, requests[which], closed);
+      const std::string what = absl::StrCat(stream ? "stream" : "unary", " request ", which);
+      EXPECT_GE(c.sent, 4) << what;
+      EXPECT_EQ(c.wrong_id, 0) << what;
+      EXPECT_EQ(static_cast<int64_t>(c.AllLatencies().size()), c.sent) << what;
+      if (which == 0) {
+        EXPECT_EQ(c.ok, c.sent) << what;
+      } else {
+        EXPECT_EQ(c.failed, c.sent) << what;
+        EXPECT_EQ(static_cast<int64_t>(c.latencies_us.at("INVALID_ARGUMENT").size()), c.sent)
+            << what;
+      }
+    }
+  }
 }
 
 TEST_F(ServiceTest, ErrorsMapToTheirGrpcCodes) {

@@ -151,6 +151,11 @@ class Client {
   using Callback = std::function<void(absl::StatusOr<v1::NormalizeResponse>)>;
   void NormalizeAsync(v1::NormalizeRequest request, Callback done);
   void EchoAsync(v1::NormalizeRequest request, Callback done);
+  // An asynchronous NormalizeStream (EchoStream with echo) driven by `reactor`, gRPC's
+  // callback-API stream object: binds it to a new call on `context`, which must outlive
+  // the call; the caller then starts its reads and writes and calls reactor->StartCall().
+  using StreamReactor = grpc::ClientBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>;
+  void BindStreamAsync(grpc::ClientContext* context, StreamReactor* reactor, bool echo);
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::DeepNormCoefficients> GetDeepNormCoefficients(v1::Architecture arch,
                                                                    int encoder_layers,
