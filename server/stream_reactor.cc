@@ -113,6 +113,7 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
     };
     absl::StatusOr<uint64_t> id = env_.scheduler->Enqueue(*work);
     if (!id.ok()) SetError(id.status(), slot);
+    bool cancel = false;
     Advance([&] {
       slot->submitting = false;
       if (!id.ok()) {
@@ -120,8 +121,18 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
         slot->ready = true;
       } else if (!slot->ready) {
         slot->work_id = *id;
+        // OnCancel ran between Enqueue and here and could not see the id: take the work
+        // out ourselves. busy_ keeps the call alive until then.
+        if (cancelled_.load(std::memory_order_relaxed)) {
+          cancel = true;
+          ++busy_;
+        }
       }
     });
+    if (cancel) {
+      env_.scheduler->Cancel(*id, CancelReason(*context_));
+      Advance([&] { --busy_; });
+    }
   }
 
   static void SetError(const absl::Status& status, Slot* slot) {

@@ -51,12 +51,17 @@ class UnaryNormalize final : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(id.status()));
       return;
     }
-    work_id_.store(*id, std::memory_order_release);
+    work_id_.store(*id);
+    // OnCancel may have run on another thread before the id was stored, and then could
+    // not take the work out of the queue; the work would wait there until an executor
+    // dropped it. (Sequentially consistent store-then-load on both sides: at least one of
+    // them sees the other's store.) Cancel ignores an id that is no longer queued.
+    if (cancelled_.load()) env.scheduler->Cancel(*id, CancelReason(*context));
   }
 
   void OnCancel() override {
-    cancelled_.store(true, std::memory_order_relaxed);
-    if (const uint64_t id = work_id_.load(std::memory_order_acquire); id != 0) {
+    cancelled_.store(true);
+    if (const uint64_t id = work_id_.load(); id != 0) {
       env_.scheduler->Cancel(id, CancelReason(*context_));
     }
   }

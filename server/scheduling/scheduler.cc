@@ -70,6 +70,13 @@ absl::StatusOr<Scheduler::Lane*> Scheduler::Route(const Job& job) const {
 absl::StatusOr<uint64_t> Scheduler::Enqueue(std::unique_ptr<Work>& work) {
   absl::StatusOr<Lane*> routed = Route(work->job);
   if (!routed.ok()) return routed.status();
+  // A call cancelled, or past its deadline, before it got here is neither queued nor run.
+  if (work->cancelled != nullptr && work->cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("request cancelled by the client before it was queued");
+  }
+  if (absl::Now() > work->deadline) {
+    return absl::DeadlineExceededError("deadline passed before the request was queued");
+  }
   Lane* lane = *routed;
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   work->id = id;

@@ -75,7 +75,8 @@ class Scheduler {
   // returns its id, and will call work->done exactly once, possibly before Enqueue
   // returns. On failure `work` is untouched, done is never called, and the caller answers
   // with the status: FAILED_PRECONDITION (CUDA requested but absent), UNAVAILABLE (the
-  // queue is full, or the scheduler is shutting down).
+  // queue is full, or the scheduler is shutting down), CANCELLED or DEADLINE_EXCEEDED (the
+  // call was cancelled or its deadline passed before it got here).
   absl::StatusOr<uint64_t> Enqueue(std::unique_ptr<Work>& work);
 
   // Takes queued work `id` out and answers it with `status` (CANCELLED or

@@ -82,6 +82,30 @@ TEST(SchedulerTest, RefusedWorkStaysWithTheCallerAndIsNeverAnswered) {
   EXPECT_FALSE(cuda.done.HasBeenNotified());
 }
 
+// A call cancelled or past its deadline before Enqueue (its cancel may race with the
+// handler) is refused with that status: neither queued nor run inline, never answered.
+TEST(SchedulerTest, WorkAlreadyCancelledOrExpiredIsRefused) {
+  auto gate = std::make_shared<GatedBackend>();
+  SchedulerOptions o;
+  o.cpu_executors = 1;  // inline path on: a live small request would run at once
+  Scheduler s(Gated(gate), o);
+  std::atomic<bool> cancelled{true};
+  Probe a, b;
+  std::unique_ptr<Work> wa = a.Make(1, 4), wb = b.Make(1, 4);
+  wa->cancelled = &cancelled;
+  wb->deadline = absl::Now() - absl::Milliseconds(1);
+  EXPECT_EQ(s.Enqueue(wa).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(s.Enqueue(wb).status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_NE(wa, nullptr);
+  ASSERT_NE(wb, nullptr);
+  EXPECT_FALSE(a.done.HasBeenNotified());
+  EXPECT_FALSE(b.done.HasBeenNotified());
+  EXPECT_TRUE(gate->calls().empty()) << "refused work reached the backend";
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.enqueued, 0);
+  EXPECT_EQ(st.in_flight, 0);
+}
+
 TEST(SchedulerTest, SmallWorkRunsInlineOnlyWhenTheQueueIsEmpty) {
   auto gate = std::make_shared<GatedBackend>();
   SchedulerOptions o;
