@@ -33,12 +33,14 @@ constexpr char kUsage[] =
     "                 [--dtype f32|f16|bf16] [--concurrency N] [--duration SECONDS] [--stream]\n"
     "                 [--echo] [--rate RPS] [--backend auto|cpu|cuda] [--timeout-ms MS]\n"
     "                 [--connections N] [--json FILE]\n"
-    "  --concurrency  workers, each with one request in flight (one stream each with --stream)\n"
-    "  --connections  gRPC connections to open; workers and calls take turns (default 1)\n"
+    "  --concurrency  callers, each with one request in flight (one stream each with\n"
+    "                 --stream), driven by gRPC callbacks rather than a thread each\n"
+    "  --connections  gRPC connections to open; callers and calls take turns (default 1)\n"
     "  --echo         call Echo/EchoStream (the transport alone) instead of Normalize\n"
     "  --rate         open loop: send this many requests per second in all, on a fixed\n"
     "                 schedule; latency counts from the scheduled send time. Unary calls go\n"
-    "                 asynchronously from one thread, at most --concurrency in flight\n";
+    "                 asynchronously from one thread, at most --concurrency in flight;\n"
+    "                 send_late_us in the JSON says how late the sender itself was\n";
 
 using WorkerStats = LoadStats;
 
