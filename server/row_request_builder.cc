@@ -31,7 +31,7 @@ absl::StatusOr<EpsPlacement> KernelEpsPlacement(v1::EpsPlacement p, absl::string
 // `cols` elements of `x`; `prefix` is the op's field name.
 absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols,
                       const v1::Residual* residual, absl::string_view prefix, RowNormArgs* a,
-                      v1::Tensor* y_out, v1::Tensor* h_out) {
+                      v1::Tensor* y_out) {
   a->cols = cols;
   a->rows = cols == 0 ? 0 : x.numel / cols;
   a->x = x.view();
@@ -71,7 +71,8 @@ absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols
           field, ".return_sum: offered only with ADD_THEN_NORM (there is no sum h with ",
           "NORM_THEN_ADD)"));
     }
-    a->h = AllocateOutput(h_out, x.dtype, x.shape);
+    // Only now: a response carries residual_sum only when it was asked for.
+    a->h = AllocateOutput(ctx.response->mutable_residual_sum(), x.dtype, x.shape);
   }
   return absl::OkStatus();
 }
@@ -123,9 +124,9 @@ absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
   NORMD_ASSIGN_OR_RETURN(EpsPlacement placement,
                          KernelEpsPlacement(p.eps_placement(), "layer_norm.eps_placement"));
   a.eps_placement = placement;
-  NORMD_RETURN_IF_ERROR(SetRowIo(
-      ctx, x, SaturatingProduct(normalized), p.has_residual() ? &p.residual() : nullptr,
-      "layer_norm", &a, ctx.response->mutable_output(), ctx.response->mutable_residual_sum()));
+  NORMD_RETURN_IF_ERROR(SetRowIo(ctx, x, SaturatingProduct(normalized),
+                                 p.has_residual() ? &p.residual() : nullptr, "layer_norm", &a,
+                                 ctx.response->mutable_output()));
   Finish(x, job);
   return absl::OkStatus();
 }
@@ -160,8 +161,7 @@ absl::Status BuildRmsNorm(const BuildContext& ctx, Job* job) {
   a.eps_placement = placement;
   a.cast_before_weight = p.cast_before_weight();
   NORMD_RETURN_IF_ERROR(SetRowIo(ctx, x, d, p.has_residual() ? &p.residual() : nullptr, "rms_norm",
-                                 &a, ctx.response->mutable_output(),
-                                 ctx.response->mutable_residual_sum()));
+                                 &a, ctx.response->mutable_output()));
   Finish(x, job);
   return absl::OkStatus();
 }
@@ -173,8 +173,8 @@ absl::Status BuildL2Norm(const BuildContext& ctx, Job* job) {
   a.kind = RowNormKind::kL2;
   a.eps = p.has_eps() ? p.eps() : kernels::kDefaultL2NormEps;
   NORMD_RETURN_IF_ERROR(CheckEps(a.eps, "l2_norm.eps"));
-  NORMD_RETURN_IF_ERROR(SetRowIo(ctx, x, x.shape.back(), nullptr, "l2_norm", &a,
-                                 ctx.response->mutable_output(), nullptr));
+  NORMD_RETURN_IF_ERROR(
+      SetRowIo(ctx, x, x.shape.back(), nullptr, "l2_norm", &a, ctx.response->mutable_output()));
   Finish(x, job);
   return absl::OkStatus();
 }
@@ -231,7 +231,7 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
                              CheckParam(*weight, field, {head_dim}, t.dtype, ctx.limits));
       a->weight = v;
     }
-    NORMD_RETURN_IF_ERROR(SetRowIo(ctx, t, head_dim, nullptr, "qk_norm", a, out, nullptr));
+    NORMD_RETURN_IF_ERROR(SetRowIo(ctx, t, head_dim, nullptr, "qk_norm", a, out));
     bytes += t.numel * kernels::ElementSize(t.dtype);
     empty = empty && t.numel == 0;
   }

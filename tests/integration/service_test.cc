@@ -332,6 +332,50 @@ TEST_F(ServiceTest, AsyncCallsAnswerEachRequestOnceWithItsOwnResult) {
   }
 }
 
+// One request at a time on one stream, so the server recycles each written slot for the
+// next read: requests with and without weight, bias, residual and k, of other shapes and
+// dtypes, and a bad one in between, must each be answered as if alone (nothing left over
+// from the request or response before).
+TEST_F(ServiceTest, PingPongStreamCarriesNothingOverBetweenRequests) {
+  std::vector<v1::NormalizeRequest> requests;
+  for (int round = 0; round < 3; ++round) {
+    LayerNormOptions ln;
+    ln.weight = Random(DType::kF32, {16});
+    ln.bias = Random(DType::kF32, {16});
+    ResidualOptions res;
+    res.skip = Random(DType::kF32, {4, 16});
+    res.return_sum = true;
+    ln.residual = res;
+    requests.push_back(MakeRequest(Random(DType::kF32, {4, 16}), ln));
+    requests.push_back(MakeRequest(Random(DType::kBF16, {2, 24}), RmsNormOptions{}));
+    GroupNormOptions bad;
+    bad.num_groups = 5;
+    requests.push_back(MakeRequest(Random(DType::kF32, {2, 8, 3}), bad));
+    QkNormOptions qk;
+    requests.push_back(
+        MakeRequest(Random(DType::kF16, {1, 2, 8}), Random(DType::kF16, {1, 1, 8}), qk));
+    requests.push_back(MakeRequest(Random(DType::kF32, {3, 5}), L2NormOptions{}));
+  }
+  std::unique_ptr<NormalizeStream> stream = client_->OpenStream();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].set_id(absl::StrCat("pp-", i));
+    ASSERT_TRUE(stream->Write(requests[i]));
+    v1::NormalizeResponse response;
+    ASSERT_TRUE(stream->Read(&response)) << i;
+    EXPECT_EQ(response.id(), requests[i].id());
+    if (i % 5 == 2) {
+      EXPECT_EQ(response.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+      EXPECT_FALSE(response.has_output());
+      continue;
+    }
+    EXPECT_FALSE(response.has_error()) << response.error().message();
+    EXPECT_EQ(response.has_residual_sum(), i % 5 == 0) << i;
+    EXPECT_EQ(response.has_k_output(), i % 5 == 3) << i;
+    ExpectMatchesOracle(requests[i], response, response.id());
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 TEST_F(ServiceTest, ErrorsMapToTheirGrpcCodes) {
   v1::NormalizeRequest bad = MakeRequest(Random(DType::kF32, {2, 4}), LayerNormOptions{});
   bad.mutable_input()->mutable_data()->resize(5);
