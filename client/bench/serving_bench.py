@@ -6,7 +6,8 @@ normbench, and prints a markdown table of every figure with the targets beside t
 
 Measures, on one machine and one server build, with the same 1x4096 f32 payload:
   1. Echo vs Normalize (RMSNorm), unary and streaming, concurrency 1, 16, 64.
-  2. p99 latency of unary Normalize at half the maximum throughput (open loop, --rate).
+  2. p99 latency of unary Normalize at half the maximum throughput (open loop, --rate),
+     and Echo's at the same rate.
   3. A full queue: a server with --max-queue-requests 8 and no inline path under 64
      concurrent callers; UNAVAILABLE latency beside Echo's on the same server and load, and
      every request answered exactly once. Here the queue is full because the cores are.
@@ -90,6 +91,9 @@ def main():
         half = bench(args.build, srv.port, d, "--concurrency", "64", "--rate",
                      str(int(max_rps / 2)))
         results["half_load"] = {"max_unary_rps": max_rps, **half}
+        # The transport's own tail at the same rate: the limit for the figure above.
+        results["half_load_echo"] = bench(args.build, srv.port, d, "--concurrency", "64",
+                                          "--rate", str(int(max_rps / 2)), "--echo")
     finally:
         srv.stop()
 
@@ -139,7 +143,10 @@ def main():
     h = results["half_load"]
     print(f"- unary Normalize at {h['rate']:.0f} rps open loop (half of {h['max_unary_rps']:.0f}):"
           f" achieved {h['throughput_rps']:.0f} rps, p50 {h['latency_us']['p50']} us, "
-          f"p99 {h['latency_us']['p99']} us, max {h['latency_us']['max']} us")
+          f"p99 {h['latency_us']['p99']} us, max {h['latency_us']['max']} us (sender late p99 "
+          f"{h['send_late_us']['p99']} us); Echo at that rate: p50 "
+          f"{results['half_load_echo']['latency_us']['p50']} us, p99 "
+          f"{results['half_load_echo']['latency_us']['p99']} us")
     q = results["queue_full"]
     unavailable = q["latency_us_by_code"].get("UNAVAILABLE", {})
     print(f"- full queue (--max-queue-requests 8, 64 callers): {q['requests_sent']} sent, "
