@@ -13,6 +13,7 @@
 // Prints one JSON object; exits 1 when any call was lost, duplicated, answered with another
 // id, or a rejection phase call was not UNAVAILABLE.
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -35,11 +36,15 @@ constexpr char kUsage[] =
     "usage: normd-rejection-bench [--rate 4000] [--duration 3] [--queue 8] [--cols 4096]\n"
     "                             [--connections 1]\n";
 
-// The requests held in the backend and the queue while the rejections are measured.
+// The requests held in the backend and the queue while the rejections are measured;
+// shared with their callbacks, which may outlive Run when an answer never comes.
 struct Held {
-  int64_t total = 0, answered = 0, ok = 0;
+  absl::Mutex mu;
+  int64_t total = 0;
+  int64_t answered ABSL_GUARDED_BY(mu) = 0;
+  int64_t ok ABSL_GUARDED_BY(mu) = 0;
 };
-bool HeldAnswered(Held* h) { return h->answered == h->total; }
+bool AllAnswered(Held* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu) { return h->answered == h->total; }
 
 std::string StatsJson(const LoadStats& s, double seconds) {
   std::vector<std::string> by_code;
@@ -113,16 +118,15 @@ int Run(const CliFlags& f) {
 
   // Hold the queue full: one request inside the gated backend, `queue` behind it.
   gate->Close();
-  absl::Mutex mu;
-  Held held_state;  // guarded by mu
-  const int64_t held = held_state.total = *queue + 1;
-  for (int64_t i = 0; i < held; ++i) {
+  auto held = std::make_shared<Held>();
+  held->total = *queue + 1;
+  for (int64_t i = 0; i < held->total; ++i) {
     v1::NormalizeRequest r = request;
     r.set_id(absl::StrCat("held-", i));
-    clients[0]->NormalizeAsync(r, [&, id = r.id()](absl::StatusOr<v1::NormalizeResponse> a) {
-      absl::MutexLock l(&mu);
-      ++held_state.answered;
-      if (a.ok() && a->id() == id) ++held_state.ok;
+    clients[0]->NormalizeAsync(r, [held, id = r.id()](absl::StatusOr<v1::NormalizeResponse> a) {
+      absl::MutexLock l(&held->mu);
+      ++held->answered;
+      if (a.ok() && a->id() == id) ++held->ok;
     });
     if (i == 0) gate->AwaitEntered(1);
   }
@@ -141,17 +145,18 @@ int Run(const CliFlags& f) {
   gate->Open();
   int64_t answered, ok;
   {
-    absl::MutexLock l(&mu);
-    mu.AwaitWithDeadline(absl::Condition(&HeldAnswered, &held_state),
-                         absl::Now() + absl::Seconds(30));
-    answered = held_state.answered;
-    ok = held_state.ok;
+    absl::MutexLock l(&held->mu);
+    held->mu.AwaitWithDeadline(absl::Condition(&AllAnswered, held.get()),
+                               absl::Now() + absl::Seconds(30));
+    answered = held->answered;
+    ok = held->ok;
   }
   const int64_t unavailable = rejected.latencies_us.count("UNAVAILABLE")
                                   ? rejected.latencies_us.at("UNAVAILABLE").size()
                                   : 0;
   const bool good = echo.ok == echo.sent && echo.wrong_id == 0 && unavailable == rejected.sent &&
-                    rejected.wrong_id == 0 && before.queued_requests == *queue && ok == held &&
+                    rejected.wrong_id == 0 && before.queued_requests == *queue &&
+                    ok == held->total &&
                     after.rejected_full - before.rejected_full == rejected.sent;
   std::printf(
       "{\"rate\": %g, \"duration_s\": %g, \"queue\": %lld, \"cols\": %lld, \"connections\": "
@@ -162,8 +167,8 @@ int Run(const CliFlags& f) {
       static_cast<long long>(*connections), StatsJson(echo, *duration).c_str(),
       StatsJson(rejected, *duration).c_str(), static_cast<long long>(before.queued_requests),
       static_cast<long long>(after.rejected_full - before.rejected_full),
-      static_cast<long long>(answered), static_cast<long long>(ok), static_cast<long long>(held),
-      good ? "true" : "false");
+      static_cast<long long>(answered), static_cast<long long>(ok),
+      static_cast<long long>(held->total), good ? "true" : "false");
   (*srv)->Shutdown();
   return good ? 0 : 1;
 }
