@@ -10,7 +10,10 @@
 
 namespace normd {
 
-void LoadStats::Record(absl::StatusCode code, int64_t latency_us) {
+void LoadStats::Record(absl::StatusCode code, const v1::NormalizeResponse* answer,
+                       const std::string& sent_id, int64_t latency_us) {
+  if (answer != nullptr && answer->id() != sent_id) ++wrong_id;
+  if (answer != nullptr && answer->timing().batch_requests() > 1) ++batched;
   latencies_us[absl::StatusCodeToString(code)].push_back(latency_us);
   (code == absl::StatusCode::kOk ? ok : failed)++;
 }
@@ -51,9 +54,7 @@ struct LoopState {
               absl::Time sent) {
     const int64_t us = absl::ToInt64Microseconds(absl::Now() - sent);
     absl::MutexLock l(&mu);
-    if (r != nullptr && r->id() != id) ++stats.wrong_id;
-    if (r != nullptr && r->timing().batch_requests() > 1) ++stats.batched;
-    stats.Record(code, us);
+    stats.Record(code, r, id, us);
   }
   void Stop() {
     absl::MutexLock l(&mu);
@@ -232,22 +233,17 @@ LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeReque
       while (st->in_flight >= options.max_in_flight) st->answered.Wait(&st->mu);
       ++st->in_flight;
       ++st->stats.sent;
+      st->stats.send_late_us.push_back(absl::ToInt64Microseconds(absl::Now() - at));
     }
     next.set_id(absl::StrCat(n));
     auto done = [st, at, id = next.id()](absl::StatusOr<v1::NormalizeResponse> r) {
       const int64_t us = absl::ToInt64Microseconds(absl::Now() - at);
       absl::MutexLock l(&st->mu);
-      if (r.ok() && r->id() != id) ++st->stats.wrong_id;
-      if (r.ok() && r->timing().batch_requests() > 1) ++st->stats.batched;
-      st->stats.Record(r.status().code(), us);
+      st->stats.Record(r.status().code(), r.ok() ? &*r : nullptr, id, us);
       --st->in_flight;
       st->answered.Signal();
     };
     Client* client = clients[n % clients.size()];
-    {
-      absl::MutexLock l(&st->mu);
-      st->stats.send_late_us.push_back(absl::ToInt64Microseconds(absl::Now() - at));
-    }
     if (options.echo) {
       client->EchoAsync(next, std::move(done));
     } else {

@@ -29,7 +29,10 @@ struct LoadStats {
   // bottleneck, not the server.
   std::vector<int64_t> send_late_us;
 
-  void Record(absl::StatusCode code, int64_t latency_us);
+  // Counts one answer: its code, its latency and, when a response came (`answer`), whether
+  // it carried `sent_id` and came from a shared run.
+  void Record(absl::StatusCode code, const v1::NormalizeResponse* answer,
+              const std::string& sent_id, int64_t latency_us);
   void Merge(const LoadStats& other);
   std::vector<int64_t> AllLatencies() const;  // every code, sorted
 };

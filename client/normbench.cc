@@ -99,10 +99,6 @@ absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
   return r;
 }
 
-void Record(WorkerStats* s, absl::StatusCode code, absl::Time start) {
-  s->Record(code, absl::ToInt64Microseconds(absl::Now() - start));
-}
-
 // Open loop on streams: request n of a worker goes at start + n / rate, or at once when the
 // worker is late. Workers are phased evenly so that sends do not come in bursts.
 absl::Time NextSend(const Setup& setup, int index, int64_t n) {
@@ -124,16 +120,14 @@ void StreamWorker(const Setup& setup, int index, WorkerStats* s) {
     if (start >= setup.end) break;
     request.set_id(absl::StrCat(index, "-", n));
     ++s->sent;
-    if (!stream->Write(request) || !stream->Read(&response)) {
-      Record(s, stream->Finish().code(), start);
-      return;
-    }
-    if (response.id() != request.id()) ++s->wrong_id;
-    if (response.timing().batch_requests() > 1) ++s->batched;
-    Record(s,
-           response.has_error() ? static_cast<absl::StatusCode>(response.error().code())
-                                : absl::StatusCode::kOk,
-           start);
+    const bool answered = stream->Write(request) && stream->Read(&response);
+    const absl::StatusCode code = !answered ? stream->Finish().code()
+                                  : response.has_error()
+                                      ? static_cast<absl::StatusCode>(response.error().code())
+                                      : absl::StatusCode::kOk;
+    s->Record(code, answered ? &response : nullptr, request.id(),
+              absl::ToInt64Microseconds(absl::Now() - start));
+    if (!answered) return;
   }
   stream->Finish().IgnoreError();
 }
