@@ -130,6 +130,18 @@ void Client::BindStreamAsync(grpc::ClientContext* context, StreamReactor* reacto
   }
 }
 
+std::unique_ptr<Client::QueueReader> Client::StartOnQueue(bool echo, grpc::ClientContext* context,
+                                                          const v1::NormalizeRequest& request,
+                                                          grpc::CompletionQueue* cq,
+                                                          v1::NormalizeResponse* response,
+                                                          grpc::Status* status, void* tag) {
+  Prepare(context);
+  std::unique_ptr<QueueReader> reader =
+      echo ? stub_->AsyncEcho(context, request, cq) : stub_->AsyncNormalize(context, request, cq);
+  reader->Finish(response, status, tag);
+  return reader;
+}
+
 void Client::CallAsync(bool echo, v1::NormalizeRequest request, Callback done) {
   // What the call reads and writes must outlive it: owned here, freed by the callback.
   struct Call {

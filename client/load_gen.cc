@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
 
 namespace normd {
 
@@ -214,45 +215,75 @@ LoadStats ClosedLoop(const std::vector<Client*>& clients, const v1::NormalizeReq
 
 LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
                    const OpenLoopOptions& options) {
-  // Shared with the callbacks: the last one may still be leaving the lock when this
-  // function returns.
-  struct State {
-    absl::Mutex mu;
-    absl::CondVar answered;
-    LoadStats stats ABSL_GUARDED_BY(mu);
-    int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  // One thread sends, polls the completion queue and records: no gRPC thread is woken per
+  // answer and nothing is locked. gRPC's poller waits in whole milliseconds, far coarser
+  // than the gap between sends, so between sends this thread sleeps and then takes every
+  // answer that came in the meantime without waiting: an answer is seen at most one send
+  // gap (or kPollGap, when the sender is blocked on max_in_flight) after it arrived, and
+  // that wait counts in its latency.
+  constexpr absl::Duration kPollGap = absl::Microseconds(50);
+  struct Call {
+    grpc::ClientContext context;
+    v1::NormalizeResponse response;
+    grpc::Status status;
+    std::unique_ptr<Client::QueueReader> reader;
+    std::string id;
+    absl::Time at;
   };
-  auto st = std::make_shared<State>();
+  LoadStats stats;
+  grpc::CompletionQueue cq;
+  int64_t in_flight = 0;
+  const auto take = [&](void* tag) {
+    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    const int64_t us = absl::ToInt64Microseconds(absl::Now() - call->at);
+    const absl::StatusCode code = static_cast<absl::StatusCode>(call->status.error_code());
+    stats.Record(code, call->status.ok() ? &call->response : nullptr, call->id, us);
+    --in_flight;
+  };
+  // Takes every answer already there; true if any.
+  const auto poll = [&] {
+    bool any = false;
+    void* tag;
+    bool ok;
+    while (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
+           grpc::CompletionQueue::GOT_EVENT) {
+      take(tag);
+      any = true;
+    }
+    return any;
+  };
   v1::NormalizeRequest next = request;
   for (int64_t n = 0;; ++n) {
     const absl::Time at = options.start + absl::Seconds(static_cast<double>(n) / options.rate);
     if (at >= options.end) break;
-    if (const absl::Time now = absl::Now(); at > now) absl::SleepFor(at - now);
-    {
-      absl::MutexLock l(&st->mu);
-      while (st->in_flight >= options.max_in_flight) st->answered.Wait(&st->mu);
-      ++st->in_flight;
-      ++st->stats.sent;
-      st->stats.send_late_us.push_back(absl::ToInt64Microseconds(absl::Now() - at));
+    for (;;) {
+      poll();
+      const absl::Time now = absl::Now();
+      if (in_flight >= options.max_in_flight) {
+        absl::SleepFor(kPollGap);
+      } else if (at > now) {
+        absl::SleepFor(at - now);
+      } else {
+        break;
+      }
     }
+    stats.send_late_us.push_back(absl::ToInt64Microseconds(absl::Now() - at));
+    ++stats.sent;
+    ++in_flight;
     next.set_id(absl::StrCat(n));
-    auto done = [st, at, id = next.id()](absl::StatusOr<v1::NormalizeResponse> r) {
-      const int64_t us = absl::ToInt64Microseconds(absl::Now() - at);
-      absl::MutexLock l(&st->mu);
-      st->stats.Record(r.status().code(), r.ok() ? &*r : nullptr, id, us);
-      --st->in_flight;
-      st->answered.Signal();
-    };
-    Client* client = clients[n % clients.size()];
-    if (options.echo) {
-      client->EchoAsync(next, std::move(done));
-    } else {
-      client->NormalizeAsync(next, std::move(done));
-    }
+    auto* call = new Call;
+    call->id = next.id();
+    call->at = at;
+    call->reader = clients[n % clients.size()]->StartOnQueue(
+        options.echo, &call->context, next, &cq, &call->response, &call->status, call);
   }
-  absl::MutexLock l(&st->mu);
-  while (st->in_flight > 0) st->answered.Wait(&st->mu);
-  return std::move(st->stats);
+  void* tag;
+  bool ok;
+  while (in_flight > 0 && cq.Next(&tag, &ok)) take(tag);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return stats;
 }
 
 int64_t Percentile(const std::vector<int64_t>& sorted, double p) {

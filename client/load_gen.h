@@ -1,11 +1,12 @@
-// Load generation shared by normbench and the serving benchmarks: closed-loop callers and
-// an open-loop sender, both on gRPC's callback API (no thread per request in flight: on a
-// 2-core machine shared with the server, 64 blocking client threads cost more CPU than the
-// calls), per-status-code latency records, and their JSON summary.
+// Load generation shared by normbench and the serving benchmarks: closed-loop callers on
+// gRPC's callback API and an open-loop sender on a completion queue polled by its own
+// thread (no thread per request in flight: on a 2-core machine shared with the server, 64
+// blocking client threads cost more CPU than the calls), per-status-code latency records,
+// and their JSON summary.
 //
-// Thread safety: ClosedLoop and OpenLoop block the calling thread and gather answers from
-// gRPC's threads under their own lock; LoadStats is a plain value, not safe for concurrent
-// use.
+// Thread safety: ClosedLoop blocks the calling thread and gathers answers from gRPC's
+// threads under its own lock; OpenLoop does all its work on the calling thread; LoadStats
+// is a plain value, not safe for concurrent use.
 #ifndef NORMD_CLIENT_LOAD_GEN_H_
 #define NORMD_CLIENT_LOAD_GEN_H_
 
@@ -61,7 +62,10 @@ struct OpenLoopOptions {
 // round-robin over `clients`, with at most max_in_flight outstanding: a send that finds
 // that many waits for one to finish. Returns when every call is answered. Latency counts
 // from the scheduled time, so any wait, here or in the server, shows in it (no
-// coordinated omission).
+// coordinated omission). One thread sends and takes the answers from a completion queue
+// between sends: no gRPC thread is woken per answer (on the 2-core VM at 12000 calls/s,
+// 47 instead of 68 us of client CPU per call). An answer may wait up to one send gap (or
+// 50 us) to be seen, which counts against it.
 LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
                    const OpenLoopOptions& options);
 

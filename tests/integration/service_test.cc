@@ -307,6 +307,16 @@ TEST_F(ServiceTest, AsyncCallsAnswerEachRequestOnceWithItsOwnResult) {
   EXPECT_EQ(stats.failed, 0);
   EXPECT_EQ(stats.wrong_id, 0);
   EXPECT_EQ(stats.AllLatencies().size(), 200u);
+  // A bad request: every call answered with the server's code, none lost.
+  open.start = absl::Now();
+  open.end = open.start + absl::Milliseconds(100);
+  const LoadStats bad = OpenLoop(clients, requests[2], open);
+  EXPECT_EQ(bad.sent, 200);
+  EXPECT_EQ(bad.ok, 0);
+  EXPECT_EQ(bad.failed, 200);
+  EXPECT_EQ(bad.latencies_us.count("OK"), 0u);
+  ASSERT_EQ(bad.latencies_us.count("INVALID_ARGUMENT"), 1u);
+  EXPECT_EQ(bad.latencies_us.at("INVALID_ARGUMENT").size(), 200u);
 
   // The closed-loop callers, unary and streaming: every request sent is answered once;
   // a stream reports a bad request's error by its code.

@@ -156,6 +156,18 @@ class Client {
   // the call; the caller then starts its reads and writes and calls reactor->StartCall().
   using StreamReactor = grpc::ClientBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>;
   void BindStreamAsync(grpc::ClientContext* context, StreamReactor* reactor, bool echo);
+  // The same unary call on a caller-owned completion queue (gRPC's completion-queue API),
+  // for a caller that polls `cq` on its own thread instead of being called back on gRPC's:
+  // sets the deadline on `context`, starts the call and asks for its answer, which
+  // arrives on `cq` as `tag` with the response in `*response` and the status in
+  // `*status`. `context`, `response`, `status` and the returned reader must outlive that
+  // event.
+  using QueueReader = grpc::ClientAsyncResponseReader<v1::NormalizeResponse>;
+  std::unique_ptr<QueueReader> StartOnQueue(bool echo, grpc::ClientContext* context,
+                                            const v1::NormalizeRequest& request,
+                                            grpc::CompletionQueue* cq,
+                                            v1::NormalizeResponse* response, grpc::Status* status,
+                                            void* tag);
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::DeepNormCoefficients> GetDeepNormCoefficients(v1::Architecture arch,
                                                                    int encoder_layers,
