@@ -155,12 +155,16 @@ void Client::CallAsync(bool echo, v1::NormalizeRequest request, Callback done) {
   call->request = std::move(request);
   call->done = std::move(done);
   auto on_done = [call](grpc::Status s) {
-    std::unique_ptr<Call> owned(call);
-    if (absl::Status st = FromGrpc(s); !st.ok()) {
-      owned->done(st);
-    } else {
-      owned->done(std::move(owned->response));
-    }
+    // The call's context holds a reference to the channel; it is freed before `done`
+    // runs. Otherwise a caller that destroys the Client as soon as every `done` has run
+    // could leave the channel's last reference to this gRPC thread, and gRPC 1.51 then
+    // tears down its callback threads' queue from under this very thread (an ASan
+    // double free in the tests).
+    Callback done = std::move(call->done);
+    absl::StatusOr<v1::NormalizeResponse> result =
+        s.ok() ? absl::StatusOr<v1::NormalizeResponse>(std::move(call->response)) : FromGrpc(s);
+    delete call;
+    done(std::move(result));
   };
   if (echo) {
     stub_->async()->Echo(&call->context, &call->request, &call->response, std::move(on_done));

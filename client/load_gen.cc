@@ -152,8 +152,12 @@ class StreamCaller final : public Client::StreamReactor {
           s.ok() ? absl::StatusCode::kUnknown : static_cast<absl::StatusCode>(s.error_code()),
           nullptr, request_.id(), sent_);
     }
-    st_->Stop();
+    // The context (and with it this stream's reference to the channel) goes first: once
+    // Stop lets ClosedLoop return, the caller may destroy the Client, and the channel's
+    // last reference must not be dropped on this gRPC thread (see Client::CallAsync).
+    std::shared_ptr<LoopState> st = std::move(st_);
     delete this;
+    st->Stop();
   }
 
  private:

@@ -26,6 +26,8 @@ constexpr char kUsage[] =
     "  --inline-max-bytes        CPU work up to this size runs on the gRPC thread when the queue\n"
     "                            is empty; 0: never (default 262144)\n"
     "  --stream-window           requests of one stream in flight at once (default 64)\n"
+    "  --transport-threads       threads polling gRPC's completion queues (default: a quarter\n"
+    "                            of the cores, at least 1)\n"
     "  --no-cuda                 serve from the CPU only, even with a GPU present\n"
     "  --log-level               trace|debug|info|warn|error (default info)\n";
 
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
                          {"cuda-min-bytes", false},
                          {"inline-max-bytes", false},
                          {"stream-window", false},
+                         {"transport-threads", false},
                          {"no-cuda", true},
                          {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
@@ -71,7 +74,7 @@ int main(int argc, char** argv) {
   normd::server::SchedulerOptions& sched = options.scheduler;
   options.listen = flags.GetString("listen", options.listen);
   constexpr int64_t kMax = int64_t{1} << 50;
-  int64_t cpu_threads = 0, stream_window = options.stream_window;
+  int64_t cpu_threads = 0, stream_window = options.stream_window, transport_threads = 0;
   int64_t cpu_delay_us = absl::ToInt64Microseconds(sched.cpu_batch_max_delay);
   int64_t cuda_delay_us = absl::ToInt64Microseconds(sched.cuda_batch_max_delay);
   if (!IntFlag(flags, "max-message-bytes", 1, INT32_MAX, &options.max_message_bytes) ||
@@ -84,12 +87,14 @@ int main(int argc, char** argv) {
       !IntFlag(flags, "cuda-batch-max-delay-us", 0, 10'000'000, &cuda_delay_us) ||
       !IntFlag(flags, "cuda-min-bytes", 0, kMax, &sched.cuda_min_bytes) ||
       !IntFlag(flags, "inline-max-bytes", 0, kMax, &sched.inline_max_bytes) ||
-      !IntFlag(flags, "stream-window", 1, 65536, &stream_window)) {
+      !IntFlag(flags, "stream-window", 1, 65536, &stream_window) ||
+      !IntFlag(flags, "transport-threads", 0, 256, &transport_threads)) {
     return 2;
   }
   options.cpu_threads = static_cast<int>(cpu_threads);
   options.enable_cuda = !flags.GetBool("no-cuda");
   options.stream_window = static_cast<int>(stream_window);
+  options.transport_threads = static_cast<int>(transport_threads);
   sched.cpu_batch_max_delay = absl::Microseconds(cpu_delay_us);
   sched.cuda_batch_max_delay = absl::Microseconds(cuda_delay_us);
 

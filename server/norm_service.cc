@@ -2,8 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "normd/kernels/deepnorm.h"
-#include "server/reactors.h"
-#include "server/status_map.h"
 
 #ifndef NORMD_VERSION
 #define NORMD_VERSION "0.0.0"
@@ -11,34 +9,7 @@
 
 namespace normd::server {
 
-grpc::ServerUnaryReactor* NormServiceImpl::Normalize(grpc::CallbackServerContext* context,
-                                                     const v1::NormalizeRequest* request,
-                                                     v1::NormalizeResponse* response) {
-  return StartUnaryNormalize(env_, context, request, response);
-}
-
-grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>*
-NormServiceImpl::NormalizeStream(grpc::CallbackServerContext* context) {
-  return StartNormalizeStream(env_, context, /*echo=*/false);
-}
-
-grpc::ServerUnaryReactor* NormServiceImpl::Echo(grpc::CallbackServerContext* context,
-                                                const v1::NormalizeRequest* request,
-                                                v1::NormalizeResponse* response) {
-  EchoInto(*request, response);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
-}
-
-grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* NormServiceImpl::EchoStream(
-    grpc::CallbackServerContext* context) {
-  return StartNormalizeStream(env_, context, /*echo=*/true);
-}
-
-grpc::ServerUnaryReactor* NormServiceImpl::GetServerInfo(grpc::CallbackServerContext* context,
-                                                         const v1::ServerInfoRequest*,
-                                                         v1::ServerInfo* info) {
+void FillServerInfo(const CallEnv& env, v1::ServerInfo* info) {
   info->set_version(NORMD_VERSION);
   for (const char* op : {"layer_norm", "rms_norm", "l2_norm", "batch_norm", "group_norm",
                          "instance_norm", "qk_norm"}) {
@@ -46,7 +17,7 @@ grpc::ServerUnaryReactor* NormServiceImpl::GetServerInfo(grpc::CallbackServerCon
   }
   for (v1::DType t : {v1::F32, v1::F16, v1::BF16}) info->add_dtypes(t);
   bool has_cuda = false;
-  for (const auto& b : env_.scheduler->backends()) {
+  for (const auto& b : env.scheduler->backends()) {
     v1::BackendInfo* bi = info->add_backends();
     const bool cuda = b->kind() == kernels::BackendKind::kCuda;
     has_cuda = has_cuda || cuda;
@@ -59,28 +30,17 @@ grpc::ServerUnaryReactor* NormServiceImpl::GetServerInfo(grpc::CallbackServerCon
     v1::BackendInfo* bi = info->add_backends();
     bi->set_backend(v1::BACKEND_CUDA);
     bi->set_available(false);
-    bi->set_device(absl::StrCat("none: ", env_.options.cuda_absent_reason));
+    bi->set_device(absl::StrCat("none: ", env.options.cuda_absent_reason));
   }
-  info->set_max_message_bytes(env_.options.max_message_bytes);
-  info->set_max_rank(env_.options.limits.max_rank);
-  info->set_max_elements(env_.options.limits.max_elements);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  info->set_max_message_bytes(env.options.max_message_bytes);
+  info->set_max_rank(env.options.limits.max_rank);
+  info->set_max_elements(env.options.limits.max_elements);
 }
 
-grpc::ServerUnaryReactor* NormServiceImpl::GetDeepNormCoefficients(
-    grpc::CallbackServerContext* context, const v1::DeepNormRequest* request,
-    v1::DeepNormCoefficients* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(DeepNorm(request, response)));
-  return reactor;
-}
-
-absl::Status NormServiceImpl::DeepNorm(const v1::DeepNormRequest* request,
-                                       v1::DeepNormCoefficients* response) {
+absl::Status ComputeDeepNorm(const v1::DeepNormRequest& request,
+                             v1::DeepNormCoefficients* response) {
   kernels::Architecture arch;
-  switch (request->architecture()) {
+  switch (request.architecture()) {
     case v1::ENCODER:
       arch = kernels::Architecture::kEncoder;
       break;
@@ -93,10 +53,10 @@ absl::Status NormServiceImpl::DeepNorm(const v1::DeepNormRequest* request,
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("architecture: expected ENCODER, DECODER or ENCODER_DECODER, got ",
-                       static_cast<int>(request->architecture())));
+                       static_cast<int>(request.architecture())));
   }
   absl::StatusOr<kernels::DeepNormCoefficients> c =
-      kernels::ComputeDeepNorm(arch, request->encoder_layers(), request->decoder_layers());
+      kernels::ComputeDeepNorm(arch, request.encoder_layers(), request.decoder_layers());
   if (!c.ok()) return c.status();
   if (c->encoder_alpha) response->set_encoder_alpha(*c->encoder_alpha);
   if (c->encoder_beta) response->set_encoder_beta(*c->encoder_beta);

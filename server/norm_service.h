@@ -1,46 +1,23 @@
-// The NormService gRPC handlers on gRPC's callback API: no gRPC thread waits on compute.
-// Normalize and NormalizeStream validate a request into a Work (call_env.h) and hand it
-// to the Scheduler, whose completion answers the call; Echo/EchoStream answer from the
-// handler without compute; GetServerInfo and GetDeepNormCoefficients answer at once.
-// absl::Status becomes a gRPC status in one place (status_map.h).
+// What GetServerInfo and GetDeepNormCoefficients answer (the calls themselves are in
+// unary_calls.cc).
 //
-// Thread safety: handlers run concurrently on gRPC's threads; the service holds only
-// immutable configuration and the (thread-safe) Scheduler.
+// Thread safety: stateless; safe from any thread.
 #ifndef NORMD_SERVER_NORM_SERVICE_H_
 #define NORMD_SERVER_NORM_SERVICE_H_
 
-#include "normd/v1/normd.grpc.pb.h"
+#include "absl/status/status.h"
+#include "normd/v1/normd.pb.h"
 #include "server/call_env.h"
 
 namespace normd::server {
 
-class NormServiceImpl final : public v1::NormService::CallbackService {
- public:
-  NormServiceImpl(Scheduler* scheduler, ServiceOptions options) : env_{scheduler, options} {}
+// Version, ops, dtypes, backends (CUDA listed as unavailable, with the reason, when
+// absent) and the transport limits.
+void FillServerInfo(const CallEnv& env, v1::ServerInfo* info);
 
-  grpc::ServerUnaryReactor* Normalize(grpc::CallbackServerContext* context,
-                                      const v1::NormalizeRequest* request,
-                                      v1::NormalizeResponse* response) override;
-  grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* NormalizeStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::NormalizeRequest* request,
-                                 v1::NormalizeResponse* response) override;
-  grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* EchoStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const v1::ServerInfoRequest* request,
-                                          v1::ServerInfo* response) override;
-  grpc::ServerUnaryReactor* GetDeepNormCoefficients(grpc::CallbackServerContext* context,
-                                                    const v1::DeepNormRequest* request,
-                                                    v1::DeepNormCoefficients* response) override;
-
- private:
-  static absl::Status DeepNorm(const v1::DeepNormRequest* request,
-                               v1::DeepNormCoefficients* response);
-
-  CallEnv env_;
-};
+// DeepNorm's alpha and beta for the request's architecture and depths.
+absl::Status ComputeDeepNorm(const v1::DeepNormRequest& request,
+                             v1::DeepNormCoefficients* response);
 
 }  // namespace normd::server
 

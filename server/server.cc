@@ -5,11 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "normd/kernels/cpu_backend.h"
 #include "normd/kernels/cuda_backend.h"
+#include "server/cq_event.h"
 #include "spdlog/spdlog.h"
 
 namespace normd::server {
@@ -38,34 +38,51 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), options.scheduler);
   s->drain_timeout_ = options.drain_timeout;
 
-  ServiceOptions service_options;
+  s->env_.scheduler = s->scheduler_.get();
+  ServiceOptions& service_options = s->env_.options;
   service_options.max_message_bytes = options.max_message_bytes;
   service_options.stream_window = std::max(1, options.stream_window);
   service_options.cuda_absent_reason = s->cuda_absent_reason_;
   // The largest tensor that fits in a message: 2-byte elements.
   service_options.limits.max_elements = options.max_message_bytes / 2;
-  s->service_ = std::make_unique<NormServiceImpl>(s->scheduler_.get(), service_options);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's own health service would add callback-API polling threads (health_service.h).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  builder.RegisterService(s->service_.get());
+  builder.RegisterService(&s->service_);
+  builder.RegisterService(&s->health_);
+  const int threads = options.transport_threads > 0
+                          ? options.transport_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 4);
+  for (int i = 0; i < threads; ++i) s->queues_.push_back(builder.AddCompletionQueue());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("listen: could not bind ", options.listen));
   }
-  s->server_->GetHealthCheckService()->SetServingStatus(v1::NormService::service_full_name(), true);
+  for (auto& q : s->queues_) {
+    const Listener at{&s->env_, &s->service_, q.get()};
+    ListenUnary(at);
+    ListenStreams(at);
+    s->transport_.emplace_back([q = q.get()] {
+      void* tag;
+      bool ok;
+      while (q->Next(&tag, &ok)) static_cast<CqEvent*>(tag)->Run(ok);
+    });
+  }
+  s->health_.SetServing("", true);
+  s->health_.SetServing(v1::NormService::service_full_name(), true);
   std::string backends_desc;
   for (const auto& b : s->scheduler_->backends()) {
     absl::StrAppend(&backends_desc, backends_desc.empty() ? "" : ", ",
                     b->kind() == kernels::BackendKind::kCuda ? "cuda [" : "cpu [", b->device(),
                     "]");
   }
-  spdlog::info("normd listening on {} (port {}), backends: {}", options.listen, s->port_,
-               backends_desc);
+  spdlog::info("normd listening on {} (port {}), {} transport thread(s), backends: {}",
+               options.listen, s->port_, threads, backends_desc);
   return s;
 }
 
@@ -73,9 +90,15 @@ void NormServer::Shutdown() {
   if (!server_ || shut_down_) return;
   shut_down_ = true;
   // Health first, so that probes and balancers stop sending before the listener closes.
-  server_->GetHealthCheckService()->Shutdown();
+  health_.Shutdown();
+  // Calls in flight keep being served by the transport threads until they finish or the
+  // drain timeout cancels them; then the scheduler answers what it still holds (its
+  // completions post to the queues, which must still be open); then the queues close and
+  // their threads leave once every event is taken.
   server_->Shutdown(absl::ToChronoTime(absl::Now() + drain_timeout_));
   scheduler_->Shutdown();
+  for (auto& q : queues_) q->Shutdown();
+  for (auto& t : transport_) t.join();
 }
 
 NormServer::~NormServer() { Shutdown(); }

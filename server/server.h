@@ -1,5 +1,10 @@
-// Assembles a running normd: backends, scheduler, NormService, gRPC health and reflection.
-// Used by main and by the integration tests (which listen on port 0).
+// Assembles a running normd: backends, scheduler, NormService on gRPC's completion-queue
+// API with its transport threads (one queue each), health and reflection. Used by main
+// and by the integration tests (which listen on port 0).
+//
+// Why completion queues and not the callback API: on the 2-core VM, a single transport
+// thread answered Echo with half the server CPU per call of gRPC 1.51's callback server
+// at moderate load, at the same maximum throughput (BENCHMARKS.md, "Transport threads").
 //
 // Thread safety: Start() once; Wait()/Shutdown() may be called from any thread.
 #ifndef NORMD_SERVER_SERVER_H_
@@ -7,12 +12,14 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
-#include "server/norm_service.h"
+#include "server/calls.h"
+#include "server/health_service.h"
 
 namespace normd::server {
 
@@ -21,7 +28,10 @@ struct ServerOptions {
   int64_t max_message_bytes = 256 << 20;
   int cpu_threads = 0;  // CPU backend worker pool size; 0: every core
   SchedulerOptions scheduler;
-  int stream_window = 64;   // requests of one stream in flight at once
+  int stream_window = 64;  // requests of one stream in flight at once
+  // Threads polling gRPC's completion queues (each has its own queue); 0: a quarter of
+  // the cores, at least one.
+  int transport_threads = 0;
   bool enable_cuda = true;  // use a CUDA device when one is present
   // Tests only: the backends to serve with instead of the machine's.
   std::vector<std::shared_ptr<kernels::Backend>> backends;
@@ -44,9 +54,15 @@ class NormServer {
  private:
   NormServer() = default;
 
+  // Declared so that the server goes before its queues and services, and those before
+  // the scheduler and env the calls use.
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<NormServiceImpl> service_;
+  CallEnv env_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  AsyncService service_;
+  HealthService health_;
   std::unique_ptr<grpc::Server> server_;
+  std::vector<std::thread> transport_;  // one per queue; joined by Shutdown
   int port_ = 0;
   absl::Duration drain_timeout_;
   std::string cuda_absent_reason_ = "not probed";

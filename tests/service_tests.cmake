@@ -7,7 +7,8 @@ target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(server_test PRIVATE normd_server_lib GTest::gtest_main GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
-add_executable(integration_test integration/service_test.cc integration/serving_test.cc)
+add_executable(integration_test integration/service_test.cc integration/serving_test.cc
+  integration/transport_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(integration_test PRIVATE normd_server_lib normd_load GTest::gtest_main)
 gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)

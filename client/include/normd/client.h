@@ -147,13 +147,17 @@ class Client {
   std::unique_ptr<NormalizeStream> OpenEchoStream();
   // Asynchronous raw calls, for callers that keep many calls in flight without a thread
   // each (load generators): returns at once; `done` runs exactly once, on a gRPC thread,
-  // with the response or the call's status. It must not block.
+  // with the response or the call's status. It must not block. Destroy the Client only
+  // once every `done` has run.
   using Callback = std::function<void(absl::StatusOr<v1::NormalizeResponse>)>;
   void NormalizeAsync(v1::NormalizeRequest request, Callback done);
   void EchoAsync(v1::NormalizeRequest request, Callback done);
   // An asynchronous NormalizeStream (EchoStream with echo) driven by `reactor`, gRPC's
   // callback-API stream object: binds it to a new call on `context`, which must outlive
   // the call; the caller then starts its reads and writes and calls reactor->StartCall().
+  // The context holds a reference to the Client's channel: destroy it in OnDone before
+  // signalling anyone who may then destroy the Client (the last reference must not be
+  // dropped on a gRPC thread).
   using StreamReactor = grpc::ClientBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>;
   void BindStreamAsync(grpc::ClientContext* context, StreamReactor* reactor, bool echo);
   // The same unary call on a caller-owned completion queue (gRPC's completion-queue API),

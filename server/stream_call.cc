@@ -1,11 +1,13 @@
-// The NormalizeStream / EchoStream call (see reactors.h).
+// The NormalizeStream / EchoStream calls on the completion-queue API (see calls.h).
 #include <atomic>
 #include <deque>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "server/reactors.h"
+#include "grpcpp/support/async_stream.h"
+#include "server/calls.h"
+#include "server/cq_event.h"
 #include "server/status_map.h"
 
 namespace normd::server {
@@ -15,17 +17,44 @@ namespace {
 using Request = v1::NormalizeRequest;
 using Response = v1::NormalizeResponse;
 
-class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
+class StreamCall final {
  public:
-  StreamCall(const CallEnv& env, grpc::CallbackServerContext* context, bool echo)
-      : env_(env), context_(context), echo_(echo), deadline_(CallDeadline(*context)) {
+  StreamCall(const Listener& at, bool echo) : at_(at), env_(*at.env), echo_(echo) {
+    context_.AsyncNotifyWhenDone(&done_event_);  // before the call starts, as gRPC asks
+    auto request_fn =
+        echo ? &AsyncService::RequestEchoStream : &AsyncService::RequestNormalizeStream;
+    (at.service->*request_fn)(&context_, &stream_, at.cq, at.cq, &started_event_);
+  }
+
+ private:
+  // gRPC's events, on the transport thread.
+  void Started(bool ok) {
+    if (!ok) {  // shutting down, never matched: nothing more will be reported
+      delete this;
+      return;
+    }
+    new StreamCall(at_, echo_);
+    deadline_ = CallDeadline(context_);
     absl::MutexLock l(&mu_);
     reading_ = true;
     next_ = std::make_unique<Slot>();
-    StartRead(&next_->request);  // queued by gRPC until the reactor is bound
+    StartRead(&next_->request);
+  }
+  void Finished(bool) {
+    finish_reported_ = true;
+    if (done_reported_) delete this;
+  }
+  void Done(bool) {
+    done_reported_ = true;
+    if (context_.IsCancelled()) OnCancel();
+    if (finish_reported_) delete this;
   }
 
-  void OnReadDone(bool ok) override {
+  void StartRead(Request* request) { stream_.Read(request, &read_event_); }
+  void StartWrite(const Response* response) { stream_.Write(*response, &write_event_); }
+  void Finish(const grpc::Status& status) { stream_.Finish(status, &finished_event_); }
+
+  void OnReadDone(bool ok) {
     Slot* slot = nullptr;
     {
       absl::MutexLock l(&mu_);
@@ -43,7 +72,7 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
     });
   }
 
-  void OnWriteDone(bool ok) override {
+  void OnWriteDone(bool ok) {
     Advance([&] {
       writing_ = false;
       Recycle();
@@ -51,7 +80,7 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
     });
   }
 
-  void OnCancel() override {
+  void OnCancel() {
     std::vector<uint64_t> ids;
     {
       absl::MutexLock l(&mu_);
@@ -62,14 +91,11 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
         if (!s->ready && s->work_id != 0) ids.push_back(s->work_id);
       }
     }
-    const absl::Status why = CancelReason(*context_);
+    const absl::Status why = CancelReason(context_);
     for (uint64_t id : ids) env_.scheduler->Cancel(id, why);
     Advance([&] { --busy_; });
   }
 
-  void OnDone() override { delete this; }
-
- private:
   struct Slot {
     Request request;
     Response response;
@@ -121,8 +147,9 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
         slot->ready = true;
       } else if (!slot->ready) {
         slot->work_id = *id;
-        // OnCancel ran between Enqueue and here and could not see the id: take the work
-        // out ourselves. busy_ keeps the call alive until then.
+        // Cancelled before the id was stored: take the work out ourselves. (Submit and
+        // OnCancel both run on the transport thread today, so this is only a guard should
+        // a queue ever get more than one thread.) busy_ keeps the call alive until then.
         if (cancelled_.load(std::memory_order_relaxed)) {
           cancel = true;
           ++busy_;
@@ -130,7 +157,7 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
       }
     });
     if (cancel) {
-      env_.scheduler->Cancel(*id, CancelReason(*context_));
+      env_.scheduler->Cancel(*id, CancelReason(context_));
       Advance([&] { --busy_; });
     }
   }
@@ -205,10 +232,18 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
     if (finish) Finish(status);
   }
 
+  const Listener at_;
   const CallEnv& env_;
-  grpc::CallbackServerContext* context_;
   const bool echo_;
-  const absl::Time deadline_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<Response, Request> stream_{&context_};
+  absl::Time deadline_;  // set when the call arrives, before any Submit
+  CqEvent started_event_ = MakeEvent<&StreamCall::Started>(this);
+  CqEvent read_event_ = MakeEvent<&StreamCall::OnReadDone>(this);
+  CqEvent write_event_ = MakeEvent<&StreamCall::OnWriteDone>(this);
+  CqEvent finished_event_ = MakeEvent<&StreamCall::Finished>(this);
+  CqEvent done_event_ = MakeEvent<&StreamCall::Done>(this);
+  bool finish_reported_ = false, done_reported_ = false;  // transport thread only
   std::atomic<bool> cancelled_{false};
 
   absl::Mutex mu_;
@@ -226,9 +261,10 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, Response> {
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse>* StartNormalizeStream(
-    const CallEnv& env, grpc::CallbackServerContext* context, bool echo) {
-  return new StreamCall(env, context, echo);
+void ListenStreams(const Listener& at) {
+  for (int i = 0; i < 4; ++i) {
+    for (bool echo : {false, true}) new StreamCall(at, echo);
+  }
 }
 
 }  // namespace normd::server

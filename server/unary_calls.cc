@@ -1,0 +1,183 @@
+// The unary NormService calls on the completion-queue API (see calls.h).
+#include <atomic>
+
+#include "absl/time/clock.h"
+#include "grpcpp/support/async_unary_call.h"
+#include "server/calls.h"
+#include "server/cq_event.h"
+#include "server/norm_service.h"
+#include "server/status_map.h"
+#include "spdlog/spdlog.h"
+
+namespace normd::server {
+
+absl::Time CallDeadline(const grpc::ServerContext& context) {
+  const auto d = context.deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+absl::Status CancelReason(const grpc::ServerContext& context) {
+  if (absl::Now() >= CallDeadline(context)) {
+    return absl::DeadlineExceededError("deadline passed while queued");
+  }
+  return absl::CancelledError("request cancelled by the client while queued");
+}
+
+namespace {
+
+// One unary call of `Req` -> `Resp`: waits to be matched, then Handle() runs on the
+// transport thread and must lead to exactly one Finish, from any thread.
+template <class Req, class Resp>
+class UnaryCall {
+ public:
+  using RequestFn = void (AsyncService::*)(grpc::ServerContext*, Req*,
+                                           grpc::ServerAsyncResponseWriter<Resp>*,
+                                           grpc::CompletionQueue*, grpc::ServerCompletionQueue*,
+                                           void*);
+  virtual ~UnaryCall() = default;
+
+ protected:
+  UnaryCall(const Listener& at, RequestFn request_fn) : at_(at) {
+    context_.AsyncNotifyWhenDone(&done_event_);  // before the call starts, as gRPC asks
+    (at.service->*request_fn)(&context_, &request_, &responder_, at.cq, at.cq, &started_event_);
+  }
+  virtual void Relisten() = 0;  // arms the next listener for this method
+  virtual void Handle() = 0;
+  virtual void OnCancel() {}
+
+  void Finish(const grpc::Status& status) {
+    responder_.Finish(response_, status, &finished_event_);
+  }
+
+  const Listener at_;
+  grpc::ServerContext context_;
+  Req request_;
+  Resp response_;
+
+ private:
+  void Started(bool ok) {
+    // Not ok: the server is shutting down and this listener was never matched; gRPC will
+    // report nothing more for it.
+    if (!ok) {
+      delete this;
+      return;
+    }
+    Relisten();
+    Handle();
+  }
+  void Finished(bool) {
+    finished_ = true;
+    if (done_) delete this;
+  }
+  void Done(bool) {
+    done_ = true;
+    if (context_.IsCancelled()) OnCancel();
+    if (finished_) delete this;
+  }
+
+  grpc::ServerAsyncResponseWriter<Resp> responder_{&context_};
+  CqEvent started_event_ = MakeEvent<&UnaryCall::Started>(this);
+  CqEvent finished_event_ = MakeEvent<&UnaryCall::Finished>(this);
+  CqEvent done_event_ = MakeEvent<&UnaryCall::Done>(this);
+  bool finished_ = false, done_ = false;  // transport thread only
+};
+
+class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeResponse> {
+ public:
+  explicit NormalizeCall(const Listener& at) : UnaryCall(at, &AsyncService::RequestNormalize) {}
+
+ private:
+  void Relisten() override { new NormalizeCall(at_); }
+
+  void Handle() override {
+    const absl::Time start = absl::Now();
+    const CallEnv& env = *at_.env;
+    absl::StatusOr<std::unique_ptr<Work>> work =
+        MakeWork(env, request_, &response_, CallDeadline(context_), &cancelled_);
+    if (!work.ok()) {
+      spdlog::debug("request {} rejected: {}", request_.id(), work.status().ToString());
+      Finish(ToGrpcStatus(work.status()));
+      return;
+    }
+    (*work)->done = [this, start](const absl::Status& status, const WorkResult& result) {
+      if (status.ok()) {
+        SetTiming(result, start, &response_);
+      } else {
+        response_.Clear();
+      }
+      Finish(ToGrpcStatus(status));
+    };
+    // The call stays alive until this thread has returned: its finish is reported on
+    // this thread's queue.
+    absl::StatusOr<uint64_t> id = env.scheduler->Enqueue(*work);
+    if (!id.ok()) {
+      response_.Clear();
+      Finish(ToGrpcStatus(id.status()));
+      return;
+    }
+    work_id_.store(*id);
+  }
+
+  void OnCancel() override {
+    // Runs after Handle on the same thread, so the id is there if the work was queued;
+    // Cancel ignores an id that is no longer queued.
+    cancelled_.store(true);
+    if (const uint64_t id = work_id_.load(); id != 0) {
+      at_.env->scheduler->Cancel(id, CancelReason(context_));
+    }
+  }
+
+  std::atomic<bool> cancelled_{false};  // read by the scheduler's executors
+  std::atomic<uint64_t> work_id_{0};
+};
+
+class EchoCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeResponse> {
+ public:
+  explicit EchoCall(const Listener& at) : UnaryCall(at, &AsyncService::RequestEcho) {}
+
+ private:
+  void Relisten() override { new EchoCall(at_); }
+  void Handle() override {
+    EchoInto(request_, &response_);
+    Finish(grpc::Status::OK);
+  }
+};
+
+class ServerInfoCall final : public UnaryCall<v1::ServerInfoRequest, v1::ServerInfo> {
+ public:
+  explicit ServerInfoCall(const Listener& at)
+      : UnaryCall(at, &AsyncService::RequestGetServerInfo) {}
+
+ private:
+  void Relisten() override { new ServerInfoCall(at_); }
+  void Handle() override {
+    FillServerInfo(*at_.env, &response_);
+    Finish(grpc::Status::OK);
+  }
+};
+
+class DeepNormCall final : public UnaryCall<v1::DeepNormRequest, v1::DeepNormCoefficients> {
+ public:
+  explicit DeepNormCall(const Listener& at)
+      : UnaryCall(at, &AsyncService::RequestGetDeepNormCoefficients) {}
+
+ private:
+  void Relisten() override { new DeepNormCall(at_); }
+  void Handle() override { Finish(ToGrpcStatus(ComputeDeepNorm(request_, &response_))); }
+};
+
+}  // namespace
+
+void ListenUnary(const Listener& at) {
+  // Several listeners per method: calls that arrive together are matched at once instead
+  // of waiting for the previous one's handler to arm the next.
+  for (int i = 0; i < 16; ++i) {
+    new NormalizeCall(at);
+    new EchoCall(at);
+  }
+  new ServerInfoCall(at);
+  new DeepNormCall(at);
+}
+
+}  // namespace normd::server
