@@ -133,6 +133,9 @@ TEST_F(ServingTest, FullQueueAnswersUnavailableAtOnceAndLosesNothing) {
   EXPECT_EQ(q1->id(), "q1");
   EXPECT_EQ(q2->id(), "q2");
   EXPECT_FALSE(Segments(*gate_, 4)) << "the rejected request was computed";
+  // The scheduler counts a Work completed after its `done` returns, and `done` sends the
+  // answer: the client can see it first.
+  AwaitStats([](const auto& s) { return s.completed == 3 && s.in_flight == 0; }, "completed");
   const server::SchedulerStats st = server_->scheduler_stats();
   EXPECT_EQ(st.rejected_full, 1);
   EXPECT_EQ(st.enqueued, 3);
