@@ -32,7 +32,17 @@ absl::Status CpuBackend::RowNorm(const RowNormArgs& a, int max_threads) {
 }
 
 absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
-  return RowNormBatch(segments, threads());
+  // No more threads than its largest segment would get alone. A batch merges requests
+  // that would each have run on one thread; splitting their concatenated rows over the
+  // pool only adds the workers' wake-ups and spinning on a server whose other cores are
+  // busy with other calls (batching on cost 6-14% throughput against off on the 2-core VM
+  // until this; BENCHMARKS.md, "Serving core").
+  int max_threads = 1;
+  for (const RowNormArgs& a : segments) {
+    max_threads =
+        std::max(max_threads, ThreadsFor(a.rows * a.cols, a.x.dtype, a.y.dtype, threads()));
+  }
+  return RowNormBatch(segments, max_threads);
 }
 
 absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, int max_threads) {

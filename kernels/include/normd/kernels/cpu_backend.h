@@ -48,7 +48,7 @@ class CpuBackend final : public Backend {
 
   absl::Status RowNorm(const RowNormArgs& args) override;
   // One pool dispatch over the rows of every segment (static contiguous chunks of the
-  // concatenated rows), so many small requests share the workers.
+  // concatenated rows), on no more threads than the largest segment would get alone.
   absl::Status RowNormBatch(absl::Span<const RowNormArgs> segments) override;
   absl::Status BatchNorm(const BatchNormArgs& args) override;
   absl::Status GroupNorm(const GroupNormArgs& args) override;
