@@ -4,8 +4,9 @@
 // requests go on a fixed schedule (unary: from one thread, asynchronously, at most
 // --concurrency in flight; streams: a thread per stream); then it prints
 // (and with --json writes) the counts, throughput, latency percentiles overall and per
-// status code, and how many answers carried another request's id (must be 0). --echo
-// measures the transport alone through the Echo RPCs.
+// status code, how many answers carried another request's id (must be 0), and how much
+// CPU time the hypervisor took from the machine meanwhile (machine_steal_ms; -1 where
+// the kernel does not say). --echo measures the transport alone through the Echo RPCs.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "client/load_gen.h"
 #include "common/cli_flags.h"
+#include "common/machine_steal.h"
 #include "common/process_tuning.h"
 #include "normd/client.h"
 
@@ -177,6 +179,7 @@ int Run(const CliFlags& f) {
   std::vector<WorkerStats> stats(*concurrency);
   WorkerStats all;
   std::vector<std::thread> workers;
+  const std::optional<absl::Duration> steal_before = MachineStealTime();
   setup.start = absl::Now();
   setup.end = setup.start + absl::Seconds(*duration);
   if (setup.rate > 0 && !setup.stream) {
@@ -201,6 +204,7 @@ int Run(const CliFlags& f) {
   }
   for (auto& w : workers) w.join();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - setup.start);
+  const int64_t steal_ms = StealMs(steal_before, MachineStealTime());
 
   for (const auto& s : stats) all.Merge(s);
   const std::vector<int64_t> every = all.AllLatencies();
@@ -223,7 +227,8 @@ int Run(const CliFlags& f) {
       ", \"p90\": ", Percentile(every, 0.9), ", \"p99\": ", Percentile(every, 0.99),
       ", \"max\": ", every.empty() ? 0 : every.back(),
       "}, \"send_late_us\": ", LatencyJson(all.send_late_us), ", \"latency_us_by_code\": {",
-      absl::StrJoin(by_code, ", "), "}, \"status_codes\": {", absl::StrJoin(codes, ", "), "}}");
+      absl::StrJoin(by_code, ", "), "}, \"status_codes\": {", absl::StrJoin(codes, ", "),
+      "}, \"machine_steal_ms\": ", steal_ms, "}");
   std::printf("%s\n", json.c_str());
   if (const auto path = f.Find("json")) {
     std::ofstream(*path) << json << "\n";

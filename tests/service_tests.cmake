@@ -24,3 +24,10 @@ foreach(suite conformance normctl)
     TIMEOUT 600
     ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
+
+# The rejection benchmark's own checks, at a low rate and without reading its timings:
+# every call on the held-full queue answered UNAVAILABLE, none lost or answered with
+# another id, and every held request answered OK once the backend's gate opens.
+add_test(NAME rejection_bench_checks
+  COMMAND $<TARGET_FILE:normd-rejection-bench> --rate 1000 --duration 0.5)
+set_tests_properties(rejection_bench_checks PROPERTIES TIMEOUT 120)

@@ -10,8 +10,9 @@
 //   2. The gate closes, one request enters the backend and --queue requests fill the queue.
 //   3. Normalize, open loop at the same rate: every call must be answered UNAVAILABLE.
 //   4. The gate opens: the held requests must all be answered OK, with their own ids.
-// Prints one JSON object; exits 1 when any call was lost, duplicated, answered with another
-// id, or a rejection phase call was not UNAVAILABLE.
+// Prints one JSON object (with the machine's CPU steal during each phase, so that a phase
+// whose cores the hypervisor took shows it); exits 1 when any call was lost, duplicated, answered
+// with another id, or a rejection phase call was not UNAVAILABLE.
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -19,11 +20,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/load_gen.h"
 #include "common/cli_flags.h"
+#include "common/machine_steal.h"
 #include "common/process_tuning.h"
+#include "grpcpp/completion_queue.h"
 #include "normd/client.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -36,27 +38,31 @@ constexpr char kUsage[] =
     "usage: normd-rejection-bench [--rate 4000] [--duration 3] [--queue 8] [--cols 4096]\n"
     "                             [--connections 1]\n";
 
-// The requests held in the backend and the queue while the rejections are measured;
-// shared with their callbacks, which may outlive Run when an answer never comes.
-struct Held {
-  absl::Mutex mu;
-  int64_t total = 0;
-  int64_t answered ABSL_GUARDED_BY(mu) = 0;
-  int64_t ok ABSL_GUARDED_BY(mu) = 0;
+// One request held in the backend or the queue while the rejections are measured. Its
+// answer arrives on the bench's own completion queue, polled by the main thread: a
+// callback-API call would start gRPC 1.51's "nexting" threads, which poll every socket
+// of this process (the server's too) and would make the rejection phase pay for thread
+// hops that the Echo phase, and a real normd, do not have.
+struct HeldCall {
+  std::string id;
+  grpc::ClientContext context;
+  v1::NormalizeResponse response;
+  grpc::Status status;
+  std::unique_ptr<Client::QueueReader> reader;
+  bool answered = false;
 };
-bool AllAnswered(Held* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu) { return h->answered == h->total; }
 
-std::string StatsJson(const LoadStats& s, double seconds) {
+std::string StatsJson(const LoadStats& s, double seconds, int64_t steal_ms) {
   std::vector<std::string> by_code;
   for (const auto& [code, v] : s.latencies_us) {
     by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
   }
-  return absl::StrCat("{\"sent\": ", s.sent, ", \"ok\": ", s.ok, ", \"failed\": ", s.failed,
-                      ", \"unanswered\": ", s.sent - s.ok - s.failed,
-                      ", \"wrong_id\": ", s.wrong_id,
-                      ", \"answered_rps\": ", (s.ok + s.failed) / seconds,
-                      ", \"latency_us\": ", LatencyJson(s.AllLatencies()),
-                      ", \"latency_us_by_code\": {", absl::StrJoin(by_code, ", "), "}}");
+  return absl::StrCat(
+      "{\"sent\": ", s.sent, ", \"ok\": ", s.ok, ", \"failed\": ", s.failed,
+      ", \"unanswered\": ", s.sent - s.ok - s.failed, ", \"wrong_id\": ", s.wrong_id,
+      ", \"answered_rps\": ", (s.ok + s.failed) / seconds,
+      ", \"latency_us\": ", LatencyJson(s.AllLatencies()), ", \"latency_us_by_code\": {",
+      absl::StrJoin(by_code, ", "), "}, \"machine_steal_ms\": ", steal_ms, "}");
 }
 
 int Run(const CliFlags& f) {
@@ -114,49 +120,79 @@ int Run(const CliFlags& f) {
   open.start = absl::Now();
   open.end = open.start + absl::Seconds(*duration);
   open.echo = true;
+  std::optional<absl::Duration> steal = MachineStealTime();
   const LoadStats echo = OpenLoop(clients, request, open);
+  const int64_t echo_steal_ms = StealMs(steal, MachineStealTime());
 
   // Hold the queue full: one request inside the gated backend, `queue` behind it.
   gate->Close();
-  auto held = std::make_shared<Held>();
-  held->total = *queue + 1;
-  for (int64_t i = 0; i < held->total; ++i) {
+  grpc::CompletionQueue held_cq;
+  std::vector<std::unique_ptr<HeldCall>> held(*queue + 1);
+  // Polling the queue also moves this client's I/O (flow-control updates) while the
+  // held requests are sent.
+  const auto poll_held = [&held_cq](absl::Duration d) {
+    void* tag;
+    bool ok;
+    while (held_cq.AsyncNext(&tag, &ok, absl::ToChronoTime(absl::Now() + d)) ==
+           grpc::CompletionQueue::GOT_EVENT) {
+      static_cast<HeldCall*>(tag)->answered = true;
+    }
+  };
+  const absl::Time fill_deadline = absl::Now() + absl::Seconds(10);
+  for (size_t i = 0; i < held.size(); ++i) {
+    auto call = std::make_unique<HeldCall>();
     v1::NormalizeRequest r = request;
     r.set_id(absl::StrCat("held-", i));
-    clients[0]->NormalizeAsync(r, [held, id = r.id()](absl::StatusOr<v1::NormalizeResponse> a) {
-      absl::MutexLock l(&held->mu);
-      ++held->answered;
-      if (a.ok() && a->id() == id) ++held->ok;
-    });
-    if (i == 0) gate->AwaitEntered(1);
+    call->id = r.id();
+    call->reader = clients[0]->StartOnQueue(false, &call->context, r, &held_cq, &call->response,
+                                            &call->status, call.get());
+    held[i] = std::move(call);
+    // The first must be inside the backend before the rest queue behind it.
+    while (i == 0 && gate->entered() < 1 && absl::Now() < fill_deadline) {
+      poll_held(absl::Milliseconds(1));
+    }
   }
-  const absl::Time fill_deadline = absl::Now() + absl::Seconds(10);
   while ((*srv)->scheduler_stats().queued_requests < *queue && absl::Now() < fill_deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
+    poll_held(absl::Milliseconds(1));
   }
   const server::SchedulerStats before = (*srv)->scheduler_stats();
 
   open.start = absl::Now();
   open.end = open.start + absl::Seconds(*duration);
   open.echo = false;
+  steal = MachineStealTime();
   const LoadStats rejected = OpenLoop(clients, request, open);
+  const int64_t rejected_steal_ms = StealMs(steal, MachineStealTime());
   const server::SchedulerStats after = (*srv)->scheduler_stats();
 
   gate->Open();
-  int64_t answered, ok;
-  {
-    absl::MutexLock l(&held->mu);
-    held->mu.AwaitWithDeadline(absl::Condition(&AllAnswered, held.get()),
-                               absl::Now() + absl::Seconds(30));
-    answered = held->answered;
-    ok = held->ok;
+  int64_t answered = 0, ok = 0;
+  const absl::Time answer_deadline = absl::Now() + absl::Seconds(30);
+  const auto all_answered = [&held] {
+    for (const auto& c : held) {
+      if (!c->answered) return false;
+    }
+    return true;
+  };
+  while (!all_answered() && absl::Now() < answer_deadline) poll_held(absl::Milliseconds(10));
+  for (const auto& c : held) {
+    if (!c->answered) continue;
+    ++answered;
+    if (c->status.ok() && c->response.id() == c->id) ++ok;
   }
+  // A call still open is cancelled, which answers it, before its context and the queue go.
+  for (const auto& c : held) {
+    if (!c->answered) c->context.TryCancel();
+  }
+  while (!all_answered()) poll_held(absl::Milliseconds(10));
+  held_cq.Shutdown();
+  poll_held(absl::Milliseconds(10));
   const int64_t unavailable = rejected.latencies_us.count("UNAVAILABLE")
                                   ? rejected.latencies_us.at("UNAVAILABLE").size()
                                   : 0;
   const bool good = echo.ok == echo.sent && echo.wrong_id == 0 && unavailable == rejected.sent &&
                     rejected.wrong_id == 0 && before.queued_requests == *queue &&
-                    ok == held->total &&
+                    ok == static_cast<int64_t>(held.size()) &&
                     after.rejected_full - before.rejected_full == rejected.sent;
   std::printf(
       "{\"rate\": %g, \"duration_s\": %g, \"queue\": %lld, \"cols\": %lld, \"connections\": "
@@ -164,11 +200,12 @@ int Run(const CliFlags& f) {
       "\"server_rejected_full\": %lld, \"held_answered\": %lld, \"held_ok\": %lld, \"held\": "
       "%lld, \"good\": %s}\n",
       *rate, *duration, static_cast<long long>(*queue), static_cast<long long>(*cols),
-      static_cast<long long>(*connections), StatsJson(echo, *duration).c_str(),
-      StatsJson(rejected, *duration).c_str(), static_cast<long long>(before.queued_requests),
+      static_cast<long long>(*connections), StatsJson(echo, *duration, echo_steal_ms).c_str(),
+      StatsJson(rejected, *duration, rejected_steal_ms).c_str(),
+      static_cast<long long>(before.queued_requests),
       static_cast<long long>(after.rejected_full - before.rejected_full),
       static_cast<long long>(answered), static_cast<long long>(ok),
-      static_cast<long long>(held->total), good ? "true" : "false");
+      static_cast<long long>(held.size()), good ? "true" : "false");
   (*srv)->Shutdown();
   return good ? 0 : 1;
 }

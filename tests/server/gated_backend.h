@@ -57,6 +57,11 @@ class GatedBackend final : public kernels::Backend {
     absl::MutexLock l(&mu_);
     while (entered_ < n) changed_.Wait(&mu_);
   }
+  // How many backend calls have entered since construction.
+  int entered() const {
+    absl::MutexLock l(&mu_);
+    return entered_;
+  }
   std::vector<std::vector<Segment>> calls() const {
     absl::MutexLock l(&mu_);
     return calls_;
