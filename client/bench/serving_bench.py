@@ -214,7 +214,9 @@ def main():
               f"{r['full_queue_normalize']['sent']} sent, "
               f"codes {codes}, held {r['held_ok']} of "
               f"{r['held']} answered OK after; UNAVAILABLE p50 {q['p50']} / p99 {q['p99']} us, "
-              f"Echo at that rate p50 {e['p50']} / p99 {e['p99']} us; steal "
+              f"Echo at that rate p50 {e['p50']} / p99 {e['p99']} us; server CPU per call "
+              f"{r['full_queue_normalize']['server_cpu_us_per_call']:.0f} / "
+              f"{r['echo']['server_cpu_us_per_call']:.0f} us; steal "
               f"{r['full_queue_normalize']['machine_steal_ms']} / "
               f"{r['echo']['machine_steal_ms']} ms; checks "
               f"{'pass' if r['good'] else 'FAIL'}")

@@ -1,25 +1,39 @@
 // normd-rejection-bench: how fast a server with a full queue says no, beside the
 // transport's physical limit (Echo) at the same offered rate, in one run.
 //
-// The server runs in this process over real gRPC on loopback with the real transport and
-// scheduler; its CPU backend sits behind a gate (tests/server/gated_backend.h). On this
-// machine's CPU backend a queue fills only when the cores are saturated, and then every
-// call, accepted, rejected or Echo, waits for the CPU; the gate holds the queue full while
-// the cores are free, so what is measured is the rejection path itself:
+// The server is a child process running the real server (real gRPC on loopback, real
+// transport and scheduler) whose CPU backend sits behind a gate
+// (tests/server/gated_backend.h); this process is the client and steers the gate over a
+// pipe. They are separate processes, as normd and its callers are: in one process gRPC's
+// pollers handle both sides' sockets on whichever thread polls.
+// On this machine's CPU backend a queue fills only when the cores are saturated, and then
+// every call, accepted, rejected or Echo, waits for the CPU; the gate holds the queue full
+// while the cores are free, so what is measured is the rejection path itself:
 //   1. Echo, open loop at --rate for --duration: the transport alone.
 //   2. The gate closes, one request enters the backend and --queue requests fill the queue.
 //   3. Normalize, open loop at the same rate: every call must be answered UNAVAILABLE.
 //   4. The gate opens: the held requests must all be answered OK, with their own ids.
-// Prints one JSON object (with the machine's CPU steal during each phase, so that a phase
-// whose cores the hypervisor took shows it); exits 1 when any call was lost, duplicated, answered
-// with another id, or a rejection phase call was not UNAVAILABLE.
+// Prints one JSON object with, for each phase, the latencies, the server's and the
+// client's CPU time per call, and the machine's CPU steal (a phase whose cores the
+// hypervisor took shows it); exits 1 when any call was lost, duplicated, answered with
+// another id, or a rejection phase call was not UNAVAILABLE.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/load_gen.h"
 #include "common/cli_flags.h"
@@ -40,9 +54,9 @@ constexpr char kUsage[] =
 
 // One request held in the backend or the queue while the rejections are measured. Its
 // answer arrives on the bench's own completion queue, polled by the main thread: a
-// callback-API call would start gRPC 1.51's "nexting" threads, which poll every socket
-// of this process (the server's too) and would make the rejection phase pay for thread
-// hops that the Echo phase, and a real normd, do not have.
+// callback-API call would start gRPC 1.51's "nexting" threads, which poll this client's
+// sockets too, and the rejection phase would pay for thread hops that the Echo phase
+// does not.
 struct HeldCall {
   std::string id;
   grpc::ClientContext context;
@@ -52,18 +66,173 @@ struct HeldCall {
   bool answered = false;
 };
 
-std::string StatsJson(const LoadStats& s, double seconds, int64_t steal_ms) {
-  std::vector<std::string> by_code;
-  for (const auto& [code, v] : s.latencies_us) {
-    by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
-  }
-  return absl::StrCat(
-      "{\"sent\": ", s.sent, ", \"ok\": ", s.ok, ", \"failed\": ", s.failed,
-      ", \"unanswered\": ", s.sent - s.ok - s.failed, ", \"wrong_id\": ", s.wrong_id,
-      ", \"answered_rps\": ", (s.ok + s.failed) / seconds,
-      ", \"latency_us\": ", LatencyJson(s.AllLatencies()), ", \"latency_us_by_code\": {",
-      absl::StrJoin(by_code, ", "), "}, \"machine_steal_ms\": ", steal_ms, "}");
+// This process's CPU time so far, every thread.
+int64_t ProcessCpuUs() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1'000'000LL + u.ru_utime.tv_usec +
+         u.ru_stime.tv_usec;
 }
+
+// The server process: starts the gated server, writes its port as a line, then answers
+// each command line with one line until "quit" or the end of its input. Commands: "close"
+// and "open" (the gate), "entered" (backend calls so far), "stats" ("QUEUED REJECTED_FULL
+// CPU_US").
+int ServeGated(int64_t queue, FILE* in, FILE* out) {
+  prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the bench
+  auto gate = std::make_shared<testing::GatedBackend>();
+  server::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.backends = {gate};
+  options.scheduler.cpu_executors = 1;
+  options.scheduler.inline_max_bytes = 0;  // every request goes through the queue
+  options.scheduler.max_queue_requests = queue;
+  absl::StatusOr<std::unique_ptr<server::NormServer>> srv = server::NormServer::Start(options);
+  if (!srv.ok()) {
+    std::fprintf(stderr, "normd-rejection-bench: %s\n", srv.status().ToString().c_str());
+    return 1;
+  }
+  std::fprintf(out, "%d\n", (*srv)->port());
+  std::fflush(out);
+  char line[64];
+  while (std::fgets(line, sizeof line, in) != nullptr) {
+    const absl::string_view cmd = absl::StripAsciiWhitespace(line);
+    if (cmd == "quit") break;
+    if (cmd == "close") {
+      gate->Close();
+      std::fputs("ok\n", out);
+    } else if (cmd == "open") {
+      gate->Open();
+      std::fputs("ok\n", out);
+    } else if (cmd == "entered") {
+      std::fprintf(out, "%d\n", gate->entered());
+    } else if (cmd == "stats") {
+      const server::SchedulerStats st = (*srv)->scheduler_stats();
+      std::fprintf(out, "%lld %lld %lld\n", static_cast<long long>(st.queued_requests),
+                   static_cast<long long>(st.rejected_full),
+                   static_cast<long long>(ProcessCpuUs()));
+    } else {
+      std::fputs("?\n", out);
+    }
+    std::fflush(out);
+  }
+  gate->Open();  // whatever is still held is answered before the drain ends
+  (*srv)->Shutdown();
+  return 0;
+}
+
+// The bench's end of the pipes to the server process. Thread safety: one thread.
+class ServerProcess {
+ public:
+  struct Stats {
+    int64_t queued = -1, rejected_full = -1, cpu_us = -1;
+  };
+
+  // Forks the server; called before this process starts anything of gRPC's, which does
+  // not survive a fork.
+  static absl::StatusOr<ServerProcess> Start(int64_t queue) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return absl::InternalError("pipe failed");
+    const pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      close(to_child[1]);
+      close(from_child[0]);
+      _exit(ServeGated(queue, fdopen(to_child[0], "r"), fdopen(from_child[1], "w")));
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    ServerProcess p;
+    p.pid_ = pid;
+    p.to_ = fdopen(to_child[1], "w");
+    p.from_ = fdopen(from_child[0], "r");
+    if (!absl::SimpleAtoi(p.Read(), &p.port_)) {
+      p.Quit();
+      return absl::InternalError("the server process did not start");
+    }
+    return p;
+  }
+
+  int port() const { return port_; }
+  void Close() { Ask("close"); }
+  void Open() { Ask("open"); }
+  int64_t Entered() {
+    int64_t n = -1;
+    return absl::SimpleAtoi(Ask("entered"), &n) ? n : -1;
+  }
+  Stats GetStats() {
+    Stats st;
+    const std::vector<std::string> f = absl::StrSplit(Ask("stats"), ' ');
+    if (f.size() != 3 || !absl::SimpleAtoi(f[0], &st.queued) ||
+        !absl::SimpleAtoi(f[1], &st.rejected_full) || !absl::SimpleAtoi(f[2], &st.cpu_us)) {
+      return Stats();
+    }
+    return st;
+  }
+  // Stops the server, which drains first; its exit status.
+  int Quit() {
+    std::fputs("quit\n", to_);
+    std::fclose(to_);
+    std::fclose(from_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+
+ private:
+  std::string Ask(const char* cmd) {
+    std::fprintf(to_, "%s\n", cmd);
+    std::fflush(to_);
+    return Read();
+  }
+  std::string Read() {
+    char line[64];
+    if (std::fgets(line, sizeof line, from_) == nullptr) return "";
+    return std::string(absl::StripAsciiWhitespace(line));
+  }
+
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  int port_ = 0;
+};
+
+// What one phase cost: the server's and the client's CPU time and the machine's steal.
+class Phase {
+ public:
+  explicit Phase(ServerProcess* srv)
+      : srv_(srv),
+        steal_(MachineStealTime()),
+        server_cpu_us_(srv->GetStats().cpu_us),
+        client_cpu_us_(ProcessCpuUs()) {}
+  void End() {
+    client_cpu_us_ = ProcessCpuUs() - client_cpu_us_;
+    server_cpu_us_ = srv_->GetStats().cpu_us - server_cpu_us_;
+    steal_ms_ = StealMs(steal_, MachineStealTime());
+  }
+  std::string Json(const LoadStats& s, double seconds) const {
+    std::vector<std::string> by_code;
+    for (const auto& [code, v] : s.latencies_us) {
+      by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
+    }
+    const double calls = std::max<double>(1, s.ok + s.failed);
+    return absl::StrCat(
+        "{\"sent\": ", s.sent, ", \"ok\": ", s.ok, ", \"failed\": ", s.failed,
+        ", \"unanswered\": ", s.sent - s.ok - s.failed, ", \"wrong_id\": ", s.wrong_id,
+        ", \"answered_rps\": ", (s.ok + s.failed) / seconds,
+        ", \"latency_us\": ", LatencyJson(s.AllLatencies()), ", \"latency_us_by_code\": {",
+        absl::StrJoin(by_code, ", "), "}, \"send_late_us\": ", LatencyJson(s.send_late_us),
+        ", \"server_cpu_us_per_call\": ", server_cpu_us_ / calls,
+        ", \"client_cpu_us_per_call\": ", client_cpu_us_ / calls,
+        ", \"machine_steal_ms\": ", steal_ms_, "}");
+  }
+
+ private:
+  ServerProcess* srv_;
+  std::optional<absl::Duration> steal_;
+  int64_t server_cpu_us_, client_cpu_us_;
+  int64_t steal_ms_ = -1;
+};
 
 int Run(const CliFlags& f) {
   absl::StatusOr<double> rate = f.GetDouble("rate", 4000);
@@ -84,19 +253,12 @@ int Run(const CliFlags& f) {
     return 2;
   }
 
-  auto gate = std::make_shared<testing::GatedBackend>();
-  server::ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.backends = {gate};
-  options.scheduler.cpu_executors = 1;
-  options.scheduler.inline_max_bytes = 0;  // every request goes through the queue
-  options.scheduler.max_queue_requests = *queue;
-  absl::StatusOr<std::unique_ptr<server::NormServer>> srv = server::NormServer::Start(options);
+  absl::StatusOr<ServerProcess> srv = ServerProcess::Start(*queue);
   if (!srv.ok()) {
     std::fprintf(stderr, "normd-rejection-bench: %s\n", srv.status().ToString().c_str());
     return 1;
   }
-  const std::string target = absl::StrCat("127.0.0.1:", (*srv)->port());
+  const std::string target = absl::StrCat("127.0.0.1:", srv->port());
   ClientOptions copt;
   copt.own_connection = true;
   std::vector<std::unique_ptr<Client>> owned;
@@ -120,12 +282,12 @@ int Run(const CliFlags& f) {
   open.start = absl::Now();
   open.end = open.start + absl::Seconds(*duration);
   open.echo = true;
-  std::optional<absl::Duration> steal = MachineStealTime();
+  Phase echo_phase(&*srv);
   const LoadStats echo = OpenLoop(clients, request, open);
-  const int64_t echo_steal_ms = StealMs(steal, MachineStealTime());
+  echo_phase.End();
 
   // Hold the queue full: one request inside the gated backend, `queue` behind it.
-  gate->Close();
+  srv->Close();
   grpc::CompletionQueue held_cq;
   std::vector<std::unique_ptr<HeldCall>> held(*queue + 1);
   // Polling the queue also moves this client's I/O (flow-control updates) while the
@@ -148,24 +310,24 @@ int Run(const CliFlags& f) {
                                             &call->status, call.get());
     held[i] = std::move(call);
     // The first must be inside the backend before the rest queue behind it.
-    while (i == 0 && gate->entered() < 1 && absl::Now() < fill_deadline) {
+    while (i == 0 && srv->Entered() < 1 && absl::Now() < fill_deadline) {
       poll_held(absl::Milliseconds(1));
     }
   }
-  while ((*srv)->scheduler_stats().queued_requests < *queue && absl::Now() < fill_deadline) {
+  while (srv->GetStats().queued < *queue && absl::Now() < fill_deadline) {
     poll_held(absl::Milliseconds(1));
   }
-  const server::SchedulerStats before = (*srv)->scheduler_stats();
+  const ServerProcess::Stats before = srv->GetStats();
 
   open.start = absl::Now();
   open.end = open.start + absl::Seconds(*duration);
   open.echo = false;
-  steal = MachineStealTime();
+  Phase rejected_phase(&*srv);
   const LoadStats rejected = OpenLoop(clients, request, open);
-  const int64_t rejected_steal_ms = StealMs(steal, MachineStealTime());
-  const server::SchedulerStats after = (*srv)->scheduler_stats();
+  rejected_phase.End();
+  const ServerProcess::Stats after = srv->GetStats();
 
-  gate->Open();
+  srv->Open();
   int64_t answered = 0, ok = 0;
   const absl::Time answer_deadline = absl::Now() + absl::Seconds(30);
   const auto all_answered = [&held] {
@@ -191,7 +353,7 @@ int Run(const CliFlags& f) {
                                   ? rejected.latencies_us.at("UNAVAILABLE").size()
                                   : 0;
   const bool good = echo.ok == echo.sent && echo.wrong_id == 0 && unavailable == rejected.sent &&
-                    rejected.wrong_id == 0 && before.queued_requests == *queue &&
+                    rejected.wrong_id == 0 && before.queued == *queue &&
                     ok == static_cast<int64_t>(held.size()) &&
                     after.rejected_full - before.rejected_full == rejected.sent;
   std::printf(
@@ -200,14 +362,18 @@ int Run(const CliFlags& f) {
       "\"server_rejected_full\": %lld, \"held_answered\": %lld, \"held_ok\": %lld, \"held\": "
       "%lld, \"good\": %s}\n",
       *rate, *duration, static_cast<long long>(*queue), static_cast<long long>(*cols),
-      static_cast<long long>(*connections), StatsJson(echo, *duration, echo_steal_ms).c_str(),
-      StatsJson(rejected, *duration, rejected_steal_ms).c_str(),
-      static_cast<long long>(before.queued_requests),
+      static_cast<long long>(*connections), echo_phase.Json(echo, *duration).c_str(),
+      rejected_phase.Json(rejected, *duration).c_str(), static_cast<long long>(before.queued),
       static_cast<long long>(after.rejected_full - before.rejected_full),
       static_cast<long long>(answered), static_cast<long long>(ok),
       static_cast<long long>(held.size()), good ? "true" : "false");
-  (*srv)->Shutdown();
-  return good ? 0 : 1;
+  // The connections close first: a server draining with a client that no longer reads
+  // would wait out its drain timeout.
+  held.clear();
+  clients.clear();
+  owned.clear();
+  const int server_exit = srv->Quit();
+  return good && server_exit == 0 ? 0 : 1;
 }
 
 }  // namespace
