@@ -2,9 +2,11 @@
 add_executable(server_test
   server/validation_test.cc
   server/robustness_test.cc
-  server/scheduler_test.cc)
+  server/scheduler_test.cc
+  server/machine_steal_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(server_test PRIVATE normd_server_lib GTest::gtest_main GTest::gmock)
+target_link_libraries(server_test PRIVATE normd_server_lib normd_common GTest::gtest_main
+  GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
