@@ -75,32 +75,33 @@ def too_much_steal(steal_ms, seconds):
     return steal_ms < 0 or steal_ms > STEAL_LIMIT * seconds * 1000 * os.cpu_count()
 
 
-def bench(build, port, duration, *flags):
+def run_leg(cmd, leg, spoiled):
+    """Runs a benchmark program that prints one JSON object, again while spoiled(result)
+    says the hypervisor took too much, up to RETRIES times; returns the last result."""
     for attempt in range(RETRIES + 1):
-        out = subprocess.run(
-            [os.path.join(build, "client", "normbench"), "--target", f"127.0.0.1:{port}",
-             "--shape", "1x4096", "--dtype", "f32", "--duration", str(duration), *flags],
-            capture_output=True, text=True)
+        out = subprocess.run(cmd, capture_output=True, text=True)
         if not out.stdout.strip():
             raise RuntimeError(out.stderr)
         r = json.loads(out.stdout)
-        if attempt == RETRIES or not too_much_steal(r["machine_steal_ms"], r["duration_s"]):
+        if attempt == RETRIES or not spoiled(r):
             return r
-        DISCARDED.append({"leg": list(flags), **r})
+        DISCARDED.append({"leg": leg, **r})
+
+
+def bench(build, port, duration, *flags):
+    return run_leg(
+        [os.path.join(build, "client", "normbench"), "--target", f"127.0.0.1:{port}",
+         "--shape", "1x4096", "--dtype", "f32", "--duration", str(duration), *flags],
+        list(flags), lambda r: too_much_steal(r["machine_steal_ms"], r["duration_s"]))
 
 
 def rejection(build, rate, duration):
-    for attempt in range(RETRIES + 1):
-        out = subprocess.run(
-            [os.path.join(build, "server", "normd-rejection-bench"), "--rate", str(rate),
-             "--duration", str(duration)], capture_output=True, text=True)
-        if not out.stdout.strip():
-            raise RuntimeError(out.stderr)
-        r = json.loads(out.stdout)
-        steal = [r[k]["machine_steal_ms"] for k in ("echo", "full_queue_normalize")]
-        if attempt == RETRIES or not any(too_much_steal(x, duration) for x in steal):
-            return r
-        DISCARDED.append({"leg": ["rejection", rate], **r})
+    return run_leg(
+        [os.path.join(build, "server", "normd-rejection-bench"), "--rate", str(rate),
+         "--duration", str(duration)],
+        ["rejection", rate],
+        lambda r: any(too_much_steal(r[k]["machine_steal_ms"], duration)
+                      for k in ("echo", "full_queue_normalize")))
 
 
 def main():
