@@ -21,11 +21,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/load_gen.h"
-#include "common/cli_flags.h"
-#include "common/machine_steal.h"
-#include "common/process_tuning.h"
 #include "normd/client.h"
+#include "normd/common/cli_flags.h"
+#include "normd/common/machine_steal.h"
+#include "normd/common/process_tuning.h"
+#include "normd/load/load_gen.h"
 
 namespace normd {
 namespace {

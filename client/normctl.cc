@@ -5,10 +5,10 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "client/npy.h"
-#include "common/cli_flags.h"
-#include "common/status_macros.h"
 #include "normd/client.h"
+#include "normd/common/cli_flags.h"
+#include "normd/common/status_macros.h"
+#include "npy.h"
 
 namespace normd {
 namespace {
@@ -21,7 +21,7 @@ tensors (.npy): --input --output --weight --bias --running-mean --running-var --
 parameters:     --eps --normalized-ndim --eps-placement inside|outside --weight-offset
                 --partial-fraction --cast-before-weight --training --momentum
                 --layout channels-first|channels-last --groups --alpha
-                --placement add-then-norm|norm-then-add --kind rms|layer|l2 --no-input-stats
+                --placement add-then-norm|norm-then-add --kind rms|layer|l2 --use-running-stats
                 --dtype f32|f16|bf16 (wire dtype; default: the .npy's)
 deepnorm:       --arch encoder|decoder|encoder-decoder --encoder-layers N --decoder-layers M
 )";
@@ -57,7 +57,7 @@ const std::map<std::string, bool> kFlags = {{"target", false},
                                             {"alpha", false},
                                             {"placement", false},
                                             {"kind", false},
-                                            {"no-input-stats", true},
+                                            {"use-running-stats", true},
                                             {"dtype", false},
                                             {"arch", false},
                                             {"encoder-layers", false},
@@ -108,7 +108,7 @@ class Ctl {
   absl::StatusOr<EpsPlacement> Placement() const {
     const std::string v = f_.GetString("eps-placement", "inside");
     if (v == "inside") return EpsPlacement::kInsideSqrt;
-    if (v == "outside") return EpsPlacement::kAddToStd;
+    if (v == "outside") return EpsPlacement::kOutsideSqrt;
     return absl::InvalidArgumentError(
         absl::StrCat("--eps-placement: expected inside or outside, got '", v, "'"));
   }
@@ -195,9 +195,9 @@ absl::Status Ctl::Run(const std::string& op) {
   }
   if (op == "deepnorm") {
     const std::string arch = f_.GetString("arch", "");
-    const v1::Architecture a = arch == "encoder"           ? v1::ENCODER
-                               : arch == "decoder"         ? v1::DECODER
-                               : arch == "encoder-decoder" ? v1::ENCODER_DECODER
+    const v1::Architecture a = arch == "encoder"           ? v1::ARCHITECTURE_ENCODER
+                               : arch == "decoder"         ? v1::ARCHITECTURE_DECODER
+                               : arch == "encoder-decoder" ? v1::ARCHITECTURE_ENCODER_DECODER
                                                            : v1::ARCHITECTURE_UNSPECIFIED;
     if (a == v1::ARCHITECTURE_UNSPECIFIED) {
       return absl::InvalidArgumentError(
@@ -295,7 +295,7 @@ absl::Status Ctl::Run(const std::string& op) {
       o.bias = bias;
       o.running_mean = rm;
       o.running_var = rv;
-      o.use_input_stats = !f_.GetBool("no-input-stats");
+      o.use_running_stats = f_.GetBool("use-running-stats");
       o.eps = eps;
       o.layout = layout;
       r = client_->InstanceNorm(x, o);

@@ -1,4 +1,4 @@
-#include "client/npy.h"
+#include "npy.h"
 
 #include <cstring>
 #include <fstream>
@@ -79,9 +79,8 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
   const int64_t n = t.numel();
   if (*descr == "'<f4'" || *descr == "'<f2'") {
     t.dtype = *descr == "'<f4'" ? DType::kF32 : DType::kF16;
-    if (static_cast<int64_t>(data.size()) != n * kernels::ElementSize(t.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ",
-                                                     n * kernels::ElementSize(t.dtype),
+    if (static_cast<int64_t>(data.size()) != n * ElementSize(t.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", n * ElementSize(t.dtype),
                                                      " data bytes, got ", data.size()));
     }
     t.bytes = data;

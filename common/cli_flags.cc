@@ -1,4 +1,4 @@
-#include "common/cli_flags.h"
+#include "normd/common/cli_flags.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

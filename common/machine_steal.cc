@@ -1,4 +1,4 @@
-#include "common/machine_steal.h"
+#include "normd/common/machine_steal.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "common/process_tuning.h"
+#include "normd/common/process_tuning.h"
 
 #include <malloc.h>
 

@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages normd needs, only those missing.
 #   scripts/install-deps.sh          build and run dependencies
-#   scripts/install-deps.sh --test   also the test dependencies (PyTorch oracle etc.)
+#   scripts/install-deps.sh --test   also the test dependencies (PyTorch oracle, npm's buf
+#                                    for the wire-contract checks, etc.)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config protobuf-compiler libprotobuf-dev libgrpc++-dev
           protobuf-compiler-grpc libabsl-dev libspdlog-dev libhwy-dev)
 if [[ ${1:-} == --test ]]; then
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy
              python3-grpcio python3-grpc-tools)
+  # Debian's npm, unless an npm is already there (a Node.js installed another way conflicts
+  # with Debian's).
+  command -v npm >/dev/null || packages+=(npm)
 fi
+
+# npm's tools (tools/package.json, pinned by its lock file) once npm is there.
+npm_tools() {
+  [[ ${1:-} == --test ]] || return 0
+  [[ -x tools/node_modules/.bin/buf ]] && return 0
+  echo "install-deps: installing tools/package.json's npm packages"
+  # Exact versions are pinned in package.json (buf pins its own platform binaries).
+  (cd tools && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
+}
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -eq 0 ]]; then
+  npm_tools "${1:-}"
+  exit 0
+fi
 
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then
@@ -25,3 +42,4 @@ fi
 echo "install-deps: installing ${missing[*]}"
 $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+npm_tools "${1:-}"

@@ -14,8 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "normd/scheduling/scheduler.h"
 #include "normd/v1/normd.pb.h"
-#include "server/scheduling/scheduler.h"
 #include "server/tensor_checks.h"
 
 namespace normd::server {

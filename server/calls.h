@@ -7,7 +7,8 @@
 // Unary Normalize: the request becomes a Work for the scheduler. A call the client
 // cancels, or whose deadline passes, takes its Work out of the queue at once
 // (Scheduler::Cancel), so its buffers are freed as soon as gRPC reports the call done.
-// Echo, GetServerInfo and GetDeepNormCoefficients answer on the transport thread.
+// Echo (DiagnosticsService), GetServerInfo and GetDeepNormCoefficients answer on the
+// transport thread.
 //
 // NormalizeStream / EchoStream: up to ServiceOptions::stream_window requests are read
 // ahead and in flight at once; responses are written in request order, one write
@@ -33,16 +34,18 @@
 namespace normd::server {
 
 using AsyncService = v1::NormService::AsyncService;
+using DiagnosticsAsyncService = v1::DiagnosticsService::AsyncService;
 
-// Where a call's listener waits: the service, and one transport thread's queue.
+// Where a call's listener waits: the services, and one transport thread's queue.
 struct Listener {
   const CallEnv* env;
   AsyncService* service;
+  DiagnosticsAsyncService* diagnostics;  // null when the diagnostics service is off
   grpc::ServerCompletionQueue* cq;
 };
 
-// Arms one listener for each unary method (unary_calls.cc) and each stream method
-// (stream_call.cc) on `at.cq`.
+// Arms listeners for each unary method (unary_calls.cc) and each stream method
+// (stream_call.cc) on `at.cq`; the diagnostics methods only when `at.diagnostics` is set.
 void ListenUnary(const Listener& at);
 void ListenStreams(const Listener& at);
 

@@ -1,7 +1,9 @@
 // Validation and Job building for the per-channel ops: BatchNorm, GroupNorm, InstanceNorm.
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "normd/common/status_macros.h"
+#include "server/field_error.h"
 #include "server/request_builder.h"
+#include "server/wire_enums.h"
 
 namespace normd::server {
 namespace {
@@ -32,23 +34,11 @@ absl::StatusOr<ChannelInputs> CheckChannelInputs(const BuildContext& ctx, const 
                                                  absl::string_view op) {
   ChannelInputs in;
   NORMD_ASSIGN_OR_RETURN(in.x, CheckTensor(ctx.request.input(), "input", ctx.limits));
-  switch (p.layout()) {
-    case v1::CHANNELS_FIRST:
-      in.layout = Layout::kChannelsFirst;
-      break;
-    case v1::CHANNELS_LAST:
-      in.layout = Layout::kChannelsLast;
-      break;
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat(op, ".layout: expected CHANNELS_FIRST or CHANNELS_LAST, got ",
-                       static_cast<int>(p.layout())));
-  }
+  NORMD_ASSIGN_OR_RETURN(in.layout, KernelLayout(p.layout(), absl::StrCat(op, ".layout")));
   const std::vector<int64_t>& shape = in.x.shape;
   if (shape.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input.shape: expected rank >= 2 ([N, C, *] or [N, *, C]) for ", op, ", got ",
-                     ShapeString(shape)));
+    return InvalidField("input.shape", "expected rank >= 2 ([N, C, *] or [N, *, C]) for ", op,
+                        ", got ", ShapeString(shape));
   }
   const size_t c_axis = in.layout == Layout::kChannelsFirst ? 1 : shape.size() - 1;
   in.n = shape[0];
@@ -76,8 +66,7 @@ absl::Status CheckRunningStats(const Params& p, bool required, absl::string_view
     for (const auto& [has, name] : {std::pair{p.has_running_mean(), "running_mean"},
                                     std::pair{p.has_running_var(), "running_var"}}) {
       if (!has) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op, ".", name, ": required ", why, ", got no tensor"));
+        return InvalidField(absl::StrCat(op, ".", name), "required ", why, ", got no tensor");
       }
     }
   }
@@ -116,9 +105,9 @@ absl::Status BuildBatchNorm(const BuildContext& ctx, Job* job) {
   kernels::BatchNormArgs& a = job->batch;
   a.training = p.training();
   if (a.training && SaturatingProduct({in.n, in.s}) <= 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input.shape: Expected more than 1 value per channel when training, got input size ",
-        ShapeString(in.x.shape)));
+    return InvalidField("input.shape",
+                        "Expected more than 1 value per channel when training, got input size ",
+                        ShapeString(in.x.shape));
   }
   NORMD_RETURN_IF_ERROR(CheckRunningStats(
       p, !a.training, "batch_norm",
@@ -143,10 +132,10 @@ absl::Status BuildGroupNorm(const BuildContext& ctx, Job* job) {
   const v1::GroupNormParams& p = ctx.request.group_norm();
   NORMD_ASSIGN_OR_RETURN(const ChannelInputs in, CheckChannelInputs(ctx, p, "group_norm"));
   if (p.num_groups() <= 0 || in.c % p.num_groups() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "group_norm.num_groups: Expected number of channels in input to be divisible by "
-        "num_groups, but got input of shape ",
-        ShapeString(in.x.shape), " and num_groups=", p.num_groups()));
+    return InvalidField("group_norm.num_groups",
+                        "Expected number of channels in input to be divisible by num_groups, but "
+                        "got input of shape ",
+                        ShapeString(in.x.shape), " and num_groups=", p.num_groups());
   }
   job->group.groups = p.num_groups();
   SetCommon(ctx, in, &job->group);
@@ -157,11 +146,11 @@ absl::Status BuildGroupNorm(const BuildContext& ctx, Job* job) {
 absl::Status BuildInstanceNorm(const BuildContext& ctx, Job* job) {
   const v1::InstanceNormParams& p = ctx.request.instance_norm();
   NORMD_ASSIGN_OR_RETURN(const ChannelInputs in, CheckChannelInputs(ctx, p, "instance_norm"));
-  if (!p.no_input_stats()) {
+  if (!p.use_running_stats()) {
     if (in.s <= 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input.shape: Expected more than 1 spatial element when training, got input size ",
-          ShapeString(in.x.shape)));
+      return InvalidField("input.shape",
+                          "Expected more than 1 spatial element when training, got input size ",
+                          ShapeString(in.x.shape));
     }
     // GroupNorm with one channel per group. Running stats, if sent, are neither used nor
     // updated with input statistics.
@@ -174,7 +163,7 @@ absl::Status BuildInstanceNorm(const BuildContext& ctx, Job* job) {
   kernels::BatchNormArgs& a = job->batch;
   a.training = false;
   NORMD_RETURN_IF_ERROR(
-      CheckRunningStats(p, true, "instance_norm", "with no_input_stats", in, ctx.limits, &a));
+      CheckRunningStats(p, true, "instance_norm", "with use_running_stats", in, ctx.limits, &a));
   SetCommon(ctx, in, &a);
   Finish(in, Job::Family::kBatchNorm, job);
   return absl::OkStatus();

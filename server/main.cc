@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "common/cli_flags.h"
-#include "common/process_tuning.h"
+#include "normd/common/cli_flags.h"
+#include "normd/common/process_tuning.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -29,6 +29,7 @@ constexpr char kUsage[] =
     "  --transport-threads       threads polling gRPC's completion queues (default: a quarter\n"
     "                            of the cores, at least 1)\n"
     "  --no-cuda                 serve from the CPU only, even with a GPU present\n"
+    "  --no-diagnostics          do not serve normd.v1.DiagnosticsService (Echo, EchoStream)\n"
     "  --log-level               trace|debug|info|warn|error (default info)\n";
 
 // Reads integer flag `name` into *out when given, checking [lo, hi].
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
                          {"stream-window", false},
                          {"transport-threads", false},
                          {"no-cuda", true},
+                         {"no-diagnostics", true},
                          {"help", true}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
     if (!s.ok()) std::fprintf(stderr, "normd: %s\n", std::string(s.message()).c_str());
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
   }
   options.cpu_threads = static_cast<int>(cpu_threads);
   options.enable_cuda = !flags.GetBool("no-cuda");
+  options.enable_diagnostics = !flags.GetBool("no-diagnostics");
   options.stream_window = static_cast<int>(stream_window);
   options.transport_threads = static_cast<int>(transport_threads);
   sched.cpu_batch_max_delay = absl::Microseconds(cpu_delay_us);

@@ -1,7 +1,9 @@
 #include "server/norm_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "normd/kernels/deepnorm.h"
+#include "server/deepnorm.h"
+#include "server/field_error.h"
+#include "server/wire_enums.h"
 
 #ifndef NORMD_VERSION
 #define NORMD_VERSION "0.0.0"
@@ -9,13 +11,15 @@
 
 namespace normd::server {
 
-void FillServerInfo(const CallEnv& env, v1::ServerInfo* info) {
+void FillServerInfo(const CallEnv& env, v1::GetServerInfoResponse* info) {
   info->set_version(NORMD_VERSION);
   for (const char* op : {"layer_norm", "rms_norm", "l2_norm", "batch_norm", "group_norm",
                          "instance_norm", "qk_norm"}) {
     info->add_ops(op);
   }
-  for (v1::DType t : {v1::F32, v1::F16, v1::BF16}) info->add_dtypes(t);
+  for (v1::DataType t : {v1::DATA_TYPE_F32, v1::DATA_TYPE_F16, v1::DATA_TYPE_BF16}) {
+    info->add_dtypes(t);
+  }
   bool has_cuda = false;
   for (const auto& b : env.scheduler->backends()) {
     v1::BackendInfo* bi = info->add_backends();
@@ -37,26 +41,27 @@ void FillServerInfo(const CallEnv& env, v1::ServerInfo* info) {
   info->set_max_elements(env.options.limits.max_elements);
 }
 
-absl::Status ComputeDeepNorm(const v1::DeepNormRequest& request,
-                             v1::DeepNormCoefficients* response) {
-  kernels::Architecture arch;
+absl::Status ComputeDeepNorm(const v1::GetDeepNormCoefficientsRequest& request,
+                             v1::GetDeepNormCoefficientsResponse* response) {
+  Architecture arch;
   switch (request.architecture()) {
-    case v1::ENCODER:
-      arch = kernels::Architecture::kEncoder;
+    case v1::ARCHITECTURE_ENCODER:
+      arch = Architecture::kEncoder;
       break;
-    case v1::DECODER:
-      arch = kernels::Architecture::kDecoder;
+    case v1::ARCHITECTURE_DECODER:
+      arch = Architecture::kDecoder;
       break;
-    case v1::ENCODER_DECODER:
-      arch = kernels::Architecture::kEncoderDecoder;
+    case v1::ARCHITECTURE_ENCODER_DECODER:
+      arch = Architecture::kEncoderDecoder;
       break;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("architecture: expected ENCODER, DECODER or ENCODER_DECODER, got ",
-                       static_cast<int>(request.architecture())));
+      return InvalidField("architecture",
+                          "expected ARCHITECTURE_ENCODER, ARCHITECTURE_DECODER or "
+                          "ARCHITECTURE_ENCODER_DECODER, got ",
+                          static_cast<int>(request.architecture()));
   }
-  absl::StatusOr<kernels::DeepNormCoefficients> c =
-      kernels::ComputeDeepNorm(arch, request.encoder_layers(), request.decoder_layers());
+  absl::StatusOr<DeepNormCoefficients> c =
+      server::ComputeDeepNorm(arch, request.encoder_layers(), request.decoder_layers());
   if (!c.ok()) return c.status();
   if (c->encoder_alpha) response->set_encoder_alpha(*c->encoder_alpha);
   if (c->encoder_beta) response->set_encoder_beta(*c->encoder_beta);

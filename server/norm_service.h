@@ -13,11 +13,11 @@ namespace normd::server {
 
 // Version, ops, dtypes, backends (CUDA listed as unavailable, with the reason, when
 // absent) and the transport limits.
-void FillServerInfo(const CallEnv& env, v1::ServerInfo* info);
+void FillServerInfo(const CallEnv& env, v1::GetServerInfoResponse* info);
 
 // DeepNorm's alpha and beta for the request's architecture and depths.
-absl::Status ComputeDeepNorm(const v1::DeepNormRequest& request,
-                             v1::DeepNormCoefficients* response);
+absl::Status ComputeDeepNorm(const v1::GetDeepNormCoefficientsRequest& request,
+                             v1::GetDeepNormCoefficientsResponse* response);
 
 }  // namespace normd::server
 

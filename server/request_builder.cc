@@ -1,35 +1,24 @@
 #include "server/request_builder.h"
 
-#include "absl/strings/str_cat.h"
+#include "server/field_error.h"
+#include "server/wire_enums.h"
 
 namespace normd::server {
 
 absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& limits,
                              v1::NormalizeResponse* response) {
   Job job;
-  switch (request.backend()) {
-    case v1::BACKEND_AUTO:
-      job.preference = BackendPreference::kAuto;
-      break;
-    case v1::BACKEND_CPU:
-      job.preference = BackendPreference::kCpu;
-      break;
-    case v1::BACKEND_CUDA:
-      job.preference = BackendPreference::kCuda;
-      break;
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("backend: expected BACKEND_AUTO, BACKEND_CPU or BACKEND_CUDA, got ",
-                       static_cast<int>(request.backend())));
-  }
+  absl::StatusOr<BackendPreference> preference = ToBackendPreference(request.backend(), "backend");
+  if (!preference.ok()) return preference.status();
+  job.preference = *preference;
   BuildContext ctx{request, limits, response, std::nullopt};
-  if (request.output_dtype() != v1::DTYPE_UNSPECIFIED) {
+  if (request.output_dtype() != v1::DATA_TYPE_UNSPECIFIED) {
     absl::StatusOr<kernels::DType> out = KernelDType(request.output_dtype(), "output_dtype");
     if (!out.ok()) return out.status();
     ctx.output_dtype = *out;
   }
   if (request.op_case() != v1::NormalizeRequest::kQkNorm && !request.has_input()) {
-    return absl::InvalidArgumentError("input: required, got no tensor");
+    return InvalidField("input", "required, got no tensor");
   }
   absl::Status status;
   switch (request.op_case()) {
@@ -55,9 +44,9 @@ absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& 
       status = BuildInstanceNorm(ctx, &job);
       break;
     case v1::NormalizeRequest::OP_NOT_SET:
-      return absl::InvalidArgumentError(
-          "op: expected one of layer_norm, rms_norm, l2_norm, batch_norm, group_norm, "
-          "instance_norm, qk_norm, got none");
+      return InvalidField("op",
+                          "expected one of layer_norm, rms_norm, l2_norm, batch_norm, "
+                          "group_norm, instance_norm, qk_norm, got none");
   }
   if (!status.ok()) return status;
   return job;

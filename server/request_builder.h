@@ -12,8 +12,8 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "normd/scheduling/job.h"
 #include "normd/v1/normd.pb.h"
-#include "server/scheduling/job.h"
 #include "server/tensor_checks.h"
 
 namespace normd::server {

@@ -4,8 +4,10 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "normd/common/status_macros.h"
+#include "server/field_error.h"
 #include "server/request_builder.h"
+#include "server/wire_enums.h"
 
 namespace normd::server {
 namespace {
@@ -14,18 +16,6 @@ using kernels::EpsPlacement;
 using kernels::ResidualPlacement;
 using kernels::RowNormArgs;
 using kernels::RowNormKind;
-
-absl::StatusOr<EpsPlacement> KernelEpsPlacement(v1::EpsPlacement p, absl::string_view field) {
-  switch (p) {
-    case v1::EPS_INSIDE_SQRT:
-      return EpsPlacement::kInsideSqrt;
-    case v1::EPS_ADD_TO_STD:
-      return EpsPlacement::kAddToStd;
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          field, ": expected EPS_INSIDE_SQRT or EPS_ADD_TO_STD, got ", static_cast<int>(p)));
-  }
-}
 
 // Fills the input, output and residual parts of `a` for a row norm over the trailing
 // `cols` elements of `x`; `prefix` is the op's field name.
@@ -41,35 +31,23 @@ absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols
   NORMD_ASSIGN_OR_RETURN(TensorInfo skip,
                          CheckTensor(residual->skip(), field + ".skip", ctx.limits));
   if (skip.shape != x.shape) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".skip.shape: expected ", ShapeString(x.shape),
-                     " (the input's shape), got ", ShapeString(skip.shape)));
+    return InvalidField(field + ".skip.shape", "expected ", ShapeString(x.shape),
+                        " (the input's shape), got ", ShapeString(skip.shape));
   }
   if (skip.dtype != x.dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".skip.dtype: expected ", kernels::DTypeName(x.dtype),
-                     " (the input's dtype), got ", kernels::DTypeName(skip.dtype)));
+    return InvalidField(field + ".skip.dtype", "expected ", kernels::DTypeName(x.dtype),
+                        " (the input's dtype), got ", kernels::DTypeName(skip.dtype));
   }
   a->skip = skip.view();
   a->alpha = residual->has_alpha() ? residual->alpha() : 1.0;
   NORMD_RETURN_IF_ERROR(CheckFinite(a->alpha, field + ".alpha"));
-  switch (residual->placement()) {
-    case v1::ADD_THEN_NORM:
-      a->residual = ResidualPlacement::kAddThenNorm;
-      break;
-    case v1::NORM_THEN_ADD:
-      a->residual = ResidualPlacement::kNormThenAdd;
-      break;
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat(field, ".placement: expected ADD_THEN_NORM or NORM_THEN_ADD, got ",
-                       static_cast<int>(residual->placement())));
-  }
+  NORMD_ASSIGN_OR_RETURN(a->residual,
+                         KernelResidualPlacement(residual->placement(), field + ".placement"));
   if (residual->return_sum()) {
     if (a->residual != ResidualPlacement::kAddThenNorm) {
-      return absl::UnimplementedError(absl::StrCat(
-          field, ".return_sum: offered only with ADD_THEN_NORM (there is no sum h with ",
-          "NORM_THEN_ADD)"));
+      return InvalidField(field + ".return_sum",
+                          "expected false with RESIDUAL_PLACEMENT_NORM_THEN_ADD (there is no "
+                          "sum h to return), got true");
     }
     // Only now: a response carries residual_sum only when it was asked for.
     a->h = AllocateOutput(ctx.response->mutable_residual_sum(), x.dtype, x.shape);
@@ -95,9 +73,8 @@ absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
   const int rank = static_cast<int>(x.shape.size());
   const int k = p.normalized_ndim() == 0 ? 1 : p.normalized_ndim();
   if (k < 1 || k > rank) {
-    return absl::InvalidArgumentError(absl::StrCat("layer_norm.normalized_ndim: expected 1 to ",
-                                                   rank, " (the input's rank), got ",
-                                                   p.normalized_ndim()));
+    return InvalidField("layer_norm.normalized_ndim", "expected 1 to ", rank,
+                        " (the input's rank), got ", p.normalized_ndim());
   }
   const absl::Span<const int64_t> normalized(x.shape.data() + rank - k, k);
   RowNormArgs& a = job->row;
@@ -110,10 +87,9 @@ absl::Status BuildLayerNorm(const BuildContext& ctx, Job* job) {
     NORMD_ASSIGN_OR_RETURN(TensorInfo t, CheckTensor(*tensor, field, ctx.limits));
     if (!absl::c_equal(t.shape, normalized)) {
       // PyTorch's wording, where the parameter's shape is the normalized_shape.
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": Given normalized_shape=", ShapeString(t.shape),
-                       ", expected input with shape [*, ", absl::StrJoin(t.shape, ", "),
-                       "], but got input of size ", ShapeString(x.shape)));
+      return InvalidField(field, "Given normalized_shape=", ShapeString(t.shape),
+                          ", expected input with shape [*, ", absl::StrJoin(t.shape, ", "),
+                          "], but got input of size ", ShapeString(x.shape));
     }
     NORMD_ASSIGN_OR_RETURN(kernels::ConstTensor v,
                            CheckParam(*tensor, field, normalized, x.dtype, ctx.limits));
@@ -147,14 +123,14 @@ absl::Status BuildRmsNorm(const BuildContext& ctx, Job* job) {
   a.weight_offset = p.weight_offset();
   NORMD_RETURN_IF_ERROR(CheckFinite(a.weight_offset, "rms_norm.weight_offset"));
   if (a.weight_offset != 0 && !p.has_weight()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rms_norm.weight: required when weight_offset is set (got weight_offset=", a.weight_offset,
-        " and no weight)"));
+    return InvalidField("rms_norm.weight",
+                        "required when weight_offset is set (got weight_offset=", a.weight_offset,
+                        " and no weight)");
   }
   a.partial_fraction = p.has_partial_fraction() ? p.partial_fraction() : 1.0;
   if (!(a.partial_fraction > 0 && a.partial_fraction <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rms_norm.partial_fraction: expected a value in (0, 1], got ", a.partial_fraction));
+    return InvalidField("rms_norm.partial_fraction", "expected a value in (0, 1], got ",
+                        a.partial_fraction);
   }
   NORMD_ASSIGN_OR_RETURN(EpsPlacement placement,
                          KernelEpsPlacement(p.eps_placement(), "rms_norm.eps_placement"));
@@ -182,29 +158,14 @@ absl::Status BuildL2Norm(const BuildContext& ctx, Job* job) {
 absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
   const v1::QkNormParams& p = ctx.request.qk_norm();
   if (ctx.request.has_input()) {
-    return absl::InvalidArgumentError(
-        "input: expected unset for qk_norm (qk_norm.q and qk_norm.k carry the tensors), got a "
-        "tensor");
+    return InvalidField("input",
+                        "expected unset for qk_norm (qk_norm.q and qk_norm.k carry the tensors), "
+                        "got a tensor");
   }
-  RowNormKind kind;
-  double default_eps;
-  switch (p.kind()) {
-    case v1::QK_RMS:
-      kind = RowNormKind::kRms;
-      default_eps = kernels::kDefaultRmsNormEps;
-      break;
-    case v1::QK_LAYER:
-      kind = RowNormKind::kLayer;
-      default_eps = kernels::kDefaultLayerNormEps;
-      break;
-    case v1::QK_L2:
-      kind = RowNormKind::kL2;
-      default_eps = kernels::kDefaultL2NormEps;
-      break;
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          "qk_norm.kind: expected QK_RMS, QK_LAYER or QK_L2, got ", static_cast<int>(p.kind())));
-  }
+  NORMD_ASSIGN_OR_RETURN(const RowNormKind kind, KernelQkKind(p.kind(), "qk_norm.kind"));
+  const double default_eps = kind == RowNormKind::kRms     ? kernels::kDefaultRmsNormEps
+                             : kind == RowNormKind::kLayer ? kernels::kDefaultLayerNormEps
+                                                           : kernels::kDefaultL2NormEps;
   const double eps = p.has_eps() ? p.eps() : default_eps;
   NORMD_RETURN_IF_ERROR(CheckEps(eps, "qk_norm.eps"));
   int64_t bytes = 0;
@@ -223,9 +184,8 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
       const std::string field = absl::StrCat("qk_norm.", name, "_weight");
       NORMD_ASSIGN_OR_RETURN(TensorInfo w, CheckTensor(*weight, field, ctx.limits));
       if (w.shape != std::vector<int64_t>{head_dim}) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ".shape: expected [", head_dim, "] (head_dim of ", name, " ",
-                         ShapeString(t.shape), "), got ", ShapeString(w.shape)));
+        return InvalidField(field + ".shape", "expected [", head_dim, "] (head_dim of ", name, " ",
+                            ShapeString(t.shape), "), got ", ShapeString(w.shape));
       }
       NORMD_ASSIGN_OR_RETURN(kernels::ConstTensor v,
                              CheckParam(*weight, field, {head_dim}, t.dtype, ctx.limits));

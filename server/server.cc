@@ -35,7 +35,13 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
       }
     }
   }
-  s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), options.scheduler);
+  SchedulerOptions scheduler_options = options.scheduler;
+  scheduler_options.on_backend_error = [](absl::string_view lane, size_t requests,
+                                          const absl::Status& status) {
+    spdlog::error("{} backend run of {} requests failed: {}", std::string(lane), requests,
+                  status.ToString());
+  };
+  s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), scheduler_options);
   s->drain_timeout_ = options.drain_timeout;
 
   s->env_.scheduler = s->scheduler_.get();
@@ -54,6 +60,8 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(&s->service_);
+  s->diagnostics_enabled_ = options.enable_diagnostics;
+  if (s->diagnostics_enabled_) builder.RegisterService(&s->diagnostics_);
   builder.RegisterService(&s->health_);
   const int threads = options.transport_threads > 0
                           ? options.transport_threads
@@ -64,7 +72,8 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
     return absl::UnavailableError(absl::StrCat("listen: could not bind ", options.listen));
   }
   for (auto& q : s->queues_) {
-    const Listener at{&s->env_, &s->service_, q.get()};
+    const Listener at{&s->env_, &s->service_, s->diagnostics_enabled_ ? &s->diagnostics_ : nullptr,
+                      q.get()};
     ListenUnary(at);
     ListenStreams(at);
     s->transport_.emplace_back([q = q.get()] {
@@ -75,6 +84,9 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   }
   s->health_.SetServing("", true);
   s->health_.SetServing(v1::NormService::service_full_name(), true);
+  if (s->diagnostics_enabled_) {
+    s->health_.SetServing(v1::DiagnosticsService::service_full_name(), true);
+  }
   std::string backends_desc;
   for (const auto& b : s->scheduler_->backends()) {
     absl::StrAppend(&backends_desc, backends_desc.empty() ? "" : ", ",

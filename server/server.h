@@ -32,7 +32,8 @@ struct ServerOptions {
   // Threads polling gRPC's completion queues (each has its own queue); 0: a quarter of
   // the cores, at least one.
   int transport_threads = 0;
-  bool enable_cuda = true;  // use a CUDA device when one is present
+  bool enable_cuda = true;         // use a CUDA device when one is present
+  bool enable_diagnostics = true;  // serve normd.v1.DiagnosticsService (Echo, EchoStream)
   // Tests only: the backends to serve with instead of the machine's.
   std::vector<std::shared_ptr<kernels::Backend>> backends;
   // How long Shutdown lets calls in flight finish before cancelling them.
@@ -60,6 +61,8 @@ class NormServer {
   CallEnv env_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   AsyncService service_;
+  DiagnosticsAsyncService diagnostics_;
+  bool diagnostics_enabled_ = true;
   HealthService health_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::thread> transport_;  // one per queue; joined by Shutdown

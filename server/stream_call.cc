@@ -21,9 +21,11 @@ class StreamCall final {
  public:
   StreamCall(const Listener& at, bool echo) : at_(at), env_(*at.env), echo_(echo) {
     context_.AsyncNotifyWhenDone(&done_event_);  // before the call starts, as gRPC asks
-    auto request_fn =
-        echo ? &AsyncService::RequestEchoStream : &AsyncService::RequestNormalizeStream;
-    (at.service->*request_fn)(&context_, &stream_, at.cq, at.cq, &started_event_);
+    if (echo) {
+      at.diagnostics->RequestEchoStream(&context_, &stream_, at.cq, at.cq, &started_event_);
+    } else {
+      at.service->RequestNormalizeStream(&context_, &stream_, at.cq, at.cq, &started_event_);
+    }
   }
 
  private:
@@ -185,8 +187,7 @@ class StreamCall final {
   static void SetError(const absl::Status& status, Slot* slot) {
     slot->response.Clear();
     slot->response.set_id(slot->request.id());
-    slot->response.mutable_error()->set_code(static_cast<int>(status.code()));
-    slot->response.mutable_error()->set_message(std::string(status.message()));
+    ToRpcStatus(status, slot->response.mutable_error());
   }
 
   // Applies `mutate` and decides, in the same critical section, on the next write, the
@@ -263,7 +264,8 @@ class StreamCall final {
 
 void ListenStreams(const Listener& at) {
   for (int i = 0; i < 4; ++i) {
-    for (bool echo : {false, true}) new StreamCall(at, echo);
+    new StreamCall(at, /*echo=*/false);
+    if (at.diagnostics != nullptr) new StreamCall(at, /*echo=*/true);
   }
 }
 

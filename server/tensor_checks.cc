@@ -5,6 +5,8 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/field_error.h"
+#include "server/wire_enums.h"
 
 namespace normd::server {
 
@@ -21,34 +23,6 @@ int64_t SaturatingProduct(absl::Span<const int64_t> dims) {
   return p;
 }
 
-absl::StatusOr<kernels::DType> KernelDType(v1::DType dtype, absl::string_view field) {
-  switch (dtype) {
-    case v1::F32:
-      return kernels::DType::kF32;
-    case v1::F16:
-      return kernels::DType::kF16;
-    case v1::BF16:
-      return kernels::DType::kBF16;
-    default:
-      break;
-  }
-  const std::string name = v1::DType_IsValid(dtype) ? v1::DType_Name(dtype) : "unknown";
-  return absl::InvalidArgumentError(absl::StrCat(field, ": expected F32, F16 or BF16, got ", name,
-                                                 " (", static_cast<int>(dtype), ")"));
-}
-
-v1::DType WireDType(kernels::DType dtype) {
-  switch (dtype) {
-    case kernels::DType::kF32:
-      return v1::F32;
-    case kernels::DType::kF16:
-      return v1::F16;
-    case kernels::DType::kBF16:
-      return v1::BF16;
-  }
-  return v1::DTYPE_UNSPECIFIED;
-}
-
 absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view field,
                                        const Limits& limits) {
   TensorInfo info;
@@ -57,32 +31,30 @@ absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view fi
   info.dtype = *dtype;
   const int rank = t.shape_size();
   if (rank < 1 || rank > limits.max_rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".shape: expected rank 1 to ", limits.max_rank, ", got rank ", rank));
+    return InvalidField(absl::StrCat(field, ".shape"), "expected rank 1 to ", limits.max_rank,
+                        ", got rank ", rank);
   }
   info.shape.assign(t.shape().begin(), t.shape().end());
   int64_t numel = 1;
   for (int i = 0; i < rank; ++i) {
     const int64_t d = info.shape[i];
     if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".shape[", i, "]: expected >= 0, got ", d));
+      return InvalidField(absl::StrCat(field, ".shape[", i, "]"), "expected >= 0, got ", d);
     }
     if (__builtin_mul_overflow(numel, d, &numel)) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".shape: element count of ",
-                                                     ShapeString(info.shape), " overflows int64"));
+      return InvalidField(absl::StrCat(field, ".shape"), "element count of ",
+                          ShapeString(info.shape), " overflows int64");
     }
   }
   if (numel > limits.max_elements) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".shape: expected at most ",
-                                                   limits.max_elements, " elements, got ", numel,
-                                                   " in ", ShapeString(info.shape)));
+    return InvalidField(absl::StrCat(field, ".shape"), "expected at most ", limits.max_elements,
+                        " elements, got ", numel, " in ", ShapeString(info.shape));
   }
   const int64_t want_bytes = numel * kernels::ElementSize(info.dtype);
   if (static_cast<int64_t>(t.data().size()) != want_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".data: expected ", want_bytes, " bytes for ", kernels::DTypeName(info.dtype), " ",
-        ShapeString(info.shape), ", got ", t.data().size()));
+    return InvalidField(absl::StrCat(field, ".data"), "expected ", want_bytes, " bytes for ",
+                        kernels::DTypeName(info.dtype), " ", ShapeString(info.shape), ", got ",
+                        t.data().size());
   }
   info.numel = numel;
   info.data = t.data().data();
@@ -95,26 +67,25 @@ absl::StatusOr<kernels::ConstTensor> CheckParam(const v1::Tensor& t, absl::strin
   absl::StatusOr<TensorInfo> info = CheckTensor(t, field, limits);
   if (!info.ok()) return info.status();
   if (info->dtype != kernels::DType::kF32 && info->dtype != input_dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".dtype: expected F32 or ", kernels::DTypeName(input_dtype),
-                     " (the input's dtype), got ", kernels::DTypeName(info->dtype)));
+    return InvalidField(absl::StrCat(field, ".dtype"), "expected F32 or ",
+                        kernels::DTypeName(input_dtype), " (the input's dtype), got ",
+                        kernels::DTypeName(info->dtype));
   }
   if (!absl::c_equal(info->shape, shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".shape: expected ", ShapeString(shape),
-                                                   ", got ", ShapeString(info->shape)));
+    return InvalidField(absl::StrCat(field, ".shape"), "expected ", ShapeString(shape), ", got ",
+                        ShapeString(info->shape));
   }
   return info->view();
 }
 
 absl::Status CheckFinite(double value, absl::string_view field) {
   if (std::isfinite(value)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, ": expected a finite value, got ", value));
+  return InvalidField(field, "expected a finite value, got ", value);
 }
 
 absl::Status CheckEps(double eps, absl::string_view field) {
   if (std::isfinite(eps) && eps >= 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": expected a finite value >= 0, got ", eps));
+  return InvalidField(field, "expected a finite value >= 0, got ", eps);
 }
 
 kernels::MutTensor AllocateOutput(v1::Tensor* out, kernels::DType dtype,

@@ -1,5 +1,6 @@
 // Validation and conversion of wire tensors (normd.v1.Tensor) into kernel views, with
-// INVALID_ARGUMENT messages that name the field and give the expected and actual values.
+// INVALID_ARGUMENT errors that name the field (field_error.h) and give the expected and
+// actual values.
 // Stateless functions; safe from any thread.
 #ifndef NORMD_SERVER_TENSOR_CHECKS_H_
 #define NORMD_SERVER_TENSOR_CHECKS_H_
@@ -37,9 +38,6 @@ std::string ShapeString(absl::Span<const int64_t> shape);
 // A tensor with a zero dim has numel 0, so products of its *other* dims (spatial size,
 // N * S, a trailing normalized shape) are not bounded by CheckTensor's overflow check.
 int64_t SaturatingProduct(absl::Span<const int64_t> dims);
-
-absl::StatusOr<kernels::DType> KernelDType(v1::DType dtype, absl::string_view field);
-v1::DType WireDType(kernels::DType dtype);
 
 // dtype known, rank in [1, max_rank], dims >= 0, element count without overflow and within
 // limits, and len(data) == numel * element size.

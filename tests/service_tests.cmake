@@ -3,16 +3,18 @@ add_executable(server_test
   server/validation_test.cc
   server/robustness_test.cc
   server/scheduler_test.cc
+  server/deepnorm_test.cc
   server/machine_steal_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(server_test PRIVATE normd_server_lib normd_common GTest::gtest_main
-  GTest::gmock)
+target_link_libraries(server_test PRIVATE normd_transport normd_common normd_testing
+  GTest::gtest_main GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
   integration/transport_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(integration_test PRIVATE normd_server_lib normd_load GTest::gtest_main)
+target_link_libraries(integration_test PRIVATE normd_transport normd_load normd_testing
+  GTest::gtest_main)
 gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)
 
 # The PyTorch conformance suite and the normctl CLI suite: Debian's /usr/bin/python3 with
@@ -33,3 +35,30 @@ endforeach()
 add_test(NAME rejection_bench_checks
   COMMAND $<TARGET_FILE:normd-rejection-bench> --rate 1000 --duration 0.5)
 set_tests_properties(rejection_bench_checks PROPERTIES TIMEOUT 120)
+
+# The wire contract: buf lint (STANDARD rules, proto/buf.yaml) and buf breaking against the
+# committed v1 baseline, with the buf that tools/package.json pins (scripts/install-deps.sh
+# --test installs it).
+set(NORMD_BUF ${PROJECT_SOURCE_DIR}/tools/node_modules/.bin/buf CACHE FILEPATH "buf CLI")
+add_test(NAME buf_lint COMMAND ${NORMD_BUF} lint proto WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+add_test(NAME buf_breaking
+  COMMAND ${NORMD_BUF} breaking proto --against proto/normd/v1/baseline.binpb
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+
+# The rooms: kernels and scheduling never reach gRPC or protobuf, neither through their
+# link dependencies nor through a symbol their objects use.
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/rooms/link_deps.txt CONTENT
+"normd_kernels: $<TARGET_PROPERTY:normd_kernels,LINK_LIBRARIES> $<TARGET_PROPERTY:normd_kernels,INTERFACE_LINK_LIBRARIES>
+normd_scheduling: $<TARGET_PROPERTY:normd_scheduling,LINK_LIBRARIES> $<TARGET_PROPERTY:normd_scheduling,INTERFACE_LINK_LIBRARIES>
+")
+add_test(NAME room_check
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/rooms/check_rooms.sh ${CMAKE_BINARY_DIR}/rooms/link_deps.txt
+          $<TARGET_FILE:normd_kernels> $<TARGET_FILE:normd_scheduling>)
+
+# The client as a package: installed into a scratch prefix, then a small consumer project
+# (find_package(normd CONFIG), normd::client) is configured, built and run against a live
+# normd.
+add_test(NAME client_package
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/consumer_test.sh ${CMAKE_BINARY_DIR}
+          $<TARGET_FILE:normd>)
+set_tests_properties(client_package PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)

@@ -1,4 +1,4 @@
-#include "server/scheduling/batch.h"
+#include "batch.h"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 // alone.
 //
 // Stateless functions; the caller holds whatever lock guards the queue.
-#ifndef NORMD_SERVER_SCHEDULING_BATCH_H_
-#define NORMD_SERVER_SCHEDULING_BATCH_H_
+#ifndef NORMD_SCHEDULING_BATCH_H_
+#define NORMD_SCHEDULING_BATCH_H_
 
 #include <deque>
 #include <memory>
@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "normd/kernels/backend.h"
-#include "server/scheduling/work.h"
+#include "normd/scheduling/work.h"
 
 namespace normd::server {
 
@@ -46,4 +46,4 @@ absl::Status RunOnBackend(kernels::Backend& backend,
 
 }  // namespace normd::server
 
-#endif  // NORMD_SERVER_SCHEDULING_BATCH_H_
+#endif  // NORMD_SCHEDULING_BATCH_H_

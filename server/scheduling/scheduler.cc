@@ -1,4 +1,4 @@
-#include "server/scheduling/scheduler.h"
+#include "normd/scheduling/scheduler.h"
 
 #include <deque>
 #include <thread>
@@ -6,8 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/scheduling/batch.h"
-#include "spdlog/spdlog.h"
+#include "batch.h"
 
 namespace normd::server {
 
@@ -212,9 +211,8 @@ void Scheduler::RunBatch(Lane* lane, std::vector<std::unique_ptr<Work>>& batch) 
   const absl::Time start = absl::Now();
   const absl::Status status = RunOnBackend(*lane->backend, batch);
   const absl::Time end = absl::Now();
-  if (!status.ok()) {
-    spdlog::error("{} backend run of {} requests failed: {}", lane->name, batch.size(),
-                  status.ToString());
+  if (!status.ok() && options_.on_backend_error) {
+    options_.on_backend_error(lane->name, batch.size(), status);
   }
   {
     absl::MutexLock s(&stats_mu_);

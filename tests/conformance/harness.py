@@ -1,5 +1,5 @@
 """Test harness for the Python suites: starts a real normd, generates gRPC stubs at test
-time, converts tensors to and from the wire, and applies SEMANTICS.md's accuracy rule.
+time, converts tensors to and from the wire, and applies docs/semantics.md's accuracy rule.
 
 Run with Debian's /usr/bin/python3 (torch, numpy, grpcio, grpc_tools). The binaries come
 from the environment: NORMD_BIN, NORMCTL_BIN; the proto root from NORMD_PROTO_DIR.
@@ -33,8 +33,9 @@ def load_stubs():
     grpc_python_plugin generates them; grpc_tools.protoc is the fallback elsewhere.
     """
     out = tempfile.mkdtemp(prefix="normd-stubs-")
-    proto = os.path.join(PROTO_DIR, "normd", "v1", "normd.proto")
-    args = [f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}", proto]
+    protos = [os.path.join(PROTO_DIR, *p.split("/")) for p in
+              ("normd/v1/normd.proto", "google/rpc/status.proto", "google/rpc/error_details.proto")]
+    args = [f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}", *protos]
     if os.path.exists("/usr/bin/grpc_python_plugin") and shutil.which("protoc"):
         subprocess.run(["protoc", "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin", *args],
                        check=True)
@@ -44,10 +45,40 @@ def load_stubs():
         if protoc.main(["protoc", *args]) != 0:
             raise RuntimeError("grpc_tools.protoc failed")
     sys.path.insert(0, out)
-    return importlib.import_module("normd.v1.normd_pb2"), importlib.import_module("normd.v1.normd_pb2_grpc")
+    # `google` is protobuf's package here; the generated google.rpc joins it.
+    import google
+    google.__path__.append(os.path.join(out, "google"))
+    return (importlib.import_module("normd.v1.normd_pb2"), importlib.import_module("normd.v1.normd_pb2_grpc"),
+            importlib.import_module("google.rpc.status_pb2"), importlib.import_module("google.rpc.error_details_pb2"))
 
 
-pb, pb_grpc = load_stubs()
+pb, pb_grpc, status_pb, error_details_pb = load_stubs()
+
+
+def wire_dtype(name):
+    """normd.v1.DataType value of "F32", "F16" or "BF16"."""
+    return pb.DataType.Value("DATA_TYPE_" + name)
+
+
+def field_violations(rpc_status):
+    """The fields a google.rpc.Status names in its google.rpc.BadRequest details."""
+    fields = []
+    for detail in rpc_status.details:
+        bad = error_details_pb.BadRequest()
+        if detail.Unpack(bad):
+            fields += [v.field for v in bad.field_violations]
+    return fields
+
+
+def error_fields(rpc_error):
+    """The fields a failed unary call's status names, read from its binary details
+    (trailer grpc-status-details-bin), never from the message."""
+    for key, value in rpc_error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            st = status_pb.Status()
+            st.ParseFromString(value)
+            return field_violations(st)
+    return []
 
 
 class Server:
@@ -83,12 +114,12 @@ def to_wire(t64, dtype):
     """A normd.v1.Tensor holding t64 (already representable) in `dtype`."""
     t = t64.to(TORCH_DTYPE[dtype]).contiguous()
     raw = t.view(torch.int16).numpy().tobytes() if dtype != "F32" else t.numpy().tobytes()
-    return pb.Tensor(dtype=getattr(pb, dtype), shape=list(t.shape), data=raw)
+    return pb.Tensor(dtype=wire_dtype(dtype), shape=list(t.shape), data=raw)
 
 
 def from_wire(msg):
     """(dtype name, float64 tensor) of a normd.v1.Tensor."""
-    name = pb.DType.Name(msg.dtype)
+    name = pb.DataType.Name(msg.dtype).removeprefix("DATA_TYPE_")
     shape = list(msg.shape)
     if name == "F32":
         arr = np.frombuffer(msg.data, dtype="<f4").astype(np.float64)
@@ -123,7 +154,7 @@ def _ordered(values, dtype):
 
 
 def assert_close(testcase, got_msg, ref, dtype, what, noise_floor=1e-9):
-    """SEMANTICS.md: F32 |y-ref| <= 1e-5(1+|ref|); F16/BF16 within one ulp of ref rounded."""
+    """docs/semantics.md: F32 |y-ref| <= 1e-5(1+|ref|); F16/BF16 within one ulp of ref rounded."""
     name, got = from_wire(got_msg)
     testcase.assertEqual(name, dtype, f"{what}: dtype")
     testcase.assertEqual(list(got.shape), list(ref.shape), f"{what}: shape")

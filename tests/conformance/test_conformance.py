@@ -8,7 +8,8 @@ import grpc
 import torch
 
 import oracle
-from harness import DTYPES, Server, assert_close, pb, pb_grpc, rounded, to_wire
+from harness import (DTYPES, Server, assert_close, error_fields, field_violations, pb, pb_grpc, rounded,
+                     to_wire, wire_dtype)
 
 GEN = torch.Generator().manual_seed(1234)
 
@@ -44,7 +45,7 @@ class ConformanceTest(unittest.TestCase):
                 w = rounded(randn(ns, 1, 0.3), dtype) if affine else None
                 b = rounded(randn(ns), "F32") if affine else None
                 p = pb.LayerNormParams(normalized_ndim=k, eps=1e-5,
-                                       eps_placement=pb.EPS_ADD_TO_STD if add_to_std else pb.EPS_INSIDE_SQRT)
+                                       eps_placement=pb.EPS_PLACEMENT_OUTSIDE_SQRT if add_to_std else pb.EPS_PLACEMENT_INSIDE_SQRT)
                 if affine:
                     p.weight.CopyFrom(to_wire(w, dtype))
                     p.bias.CopyFrom(to_wire(b, "F32"))
@@ -62,7 +63,7 @@ class ConformanceTest(unittest.TestCase):
                 w = rounded(randn((4097,), 0.0 if opt.get("offset") else 1.0, 0.2), dtype)
                 p = pb.RmsNormParams(weight=to_wire(w, dtype), eps=1e-6, weight_offset=opt.get("offset", 0.0),
                                      partial_fraction=opt.get("fraction", 1.0),
-                                     eps_placement=pb.EPS_ADD_TO_STD if opt.get("add_to_rms") else pb.EPS_INSIDE_SQRT,
+                                     eps_placement=pb.EPS_PLACEMENT_OUTSIDE_SQRT if opt.get("add_to_rms") else pb.EPS_PLACEMENT_INSIDE_SQRT,
                                      cast_before_weight=opt.get("cast_before_weight", False))
                 r = self.call(pb.NormalizeRequest(rms_norm=p, input=to_wire(x, dtype)))
                 ref = oracle.rms_norm(x, w, 1e-6, input_dtype=dtype, **opt)
@@ -79,7 +80,7 @@ class ConformanceTest(unittest.TestCase):
                 DTYPES, ("layer", "rms"), ("ADD_THEN_NORM", "NORM_THEN_ADD"), (1.0, 2.2133638)):
             with self.subTest(dtype=dtype, kind=kind, placement=placement, alpha=alpha):
                 x, skip = self.x((3, 1000), dtype), self.x((3, 1000), dtype, 0, 4)
-                res = pb.Residual(skip=to_wire(skip, dtype), alpha=alpha, placement=getattr(pb, placement),
+                res = pb.Residual(skip=to_wire(skip, dtype), alpha=alpha, placement=getattr(pb, "RESIDUAL_PLACEMENT_" + placement),
                                   return_sum=placement == "ADD_THEN_NORM")
                 norm = oracle.layer_norm if kind == "layer" else oracle.rms_norm
                 if placement == "ADD_THEN_NORM":
@@ -109,7 +110,7 @@ class ConformanceTest(unittest.TestCase):
                 rm, rv = rounded(randn((5,)), "F32"), rounded(randn((5,)).abs() + 0.5, "F32")
                 w = rounded(randn((5,), 1, 0.2), dtype) if affine else None
                 b = rounded(randn((5,)), dtype) if affine else None
-                p = pb.BatchNormParams(training=training, momentum=0.3, eps=1e-5, layout=getattr(pb, layout),
+                p = pb.BatchNormParams(training=training, momentum=0.3, eps=1e-5, layout=getattr(pb, "LAYOUT_" + layout),
                                        running_mean=to_wire(rm, "F32"), running_var=to_wire(rv, "F32"))
                 if affine:
                     p.weight.CopyFrom(to_wire(w, dtype))
@@ -132,7 +133,7 @@ class ConformanceTest(unittest.TestCase):
                 x = self.x((3, 6, 5, 16) if last else (3, 16, 6, 5), dtype, -1.0, 2.0)
                 w, b = rounded(randn((16,), 1, 0.2), "F32"), rounded(randn((16,)), "F32")
                 p = pb.GroupNormParams(num_groups=groups, weight=to_wire(w, "F32"), bias=to_wire(b, "F32"),
-                                       eps=1e-5, layout=getattr(pb, layout))
+                                       eps=1e-5, layout=getattr(pb, "LAYOUT_" + layout))
                 r = self.call(pb.NormalizeRequest(group_norm=p, input=to_wire(x, dtype)))
                 assert_close(self, r.output, oracle.group_norm(x, groups, w, b, 1e-5, last), dtype, "group_norm")
 
@@ -144,7 +145,7 @@ class ConformanceTest(unittest.TestCase):
                 w, b = rounded(randn((4,), 1, 0.2), dtype), rounded(randn((4,)), dtype)
                 rm, rv = rounded(randn((4,)), dtype), rounded(randn((4,)).abs() + 0.5, dtype)
                 p = pb.InstanceNormParams(weight=to_wire(w, dtype), bias=to_wire(b, dtype), eps=1e-5,
-                                          no_input_stats=not use_stats, layout=getattr(pb, layout))
+                                          use_running_stats=not use_stats, layout=getattr(pb, "LAYOUT_" + layout))
                 if not use_stats:
                     p.running_mean.CopyFrom(to_wire(rm, dtype))
                     p.running_var.CopyFrom(to_wire(rv, dtype))
@@ -158,7 +159,7 @@ class ConformanceTest(unittest.TestCase):
             with self.subTest(dtype=dtype, kind=kind):
                 q, k = self.x((2, 5, 8, 128), dtype), self.x((2, 5, 2, 128), dtype, 0.3, 2)
                 qw, kw = rounded(randn((128,), 1, 0.1), dtype), rounded(randn((128,), 1, 0.1), "F32")
-                p = pb.QkNormParams(q=to_wire(q, dtype), k=to_wire(k, dtype), kind=getattr(pb, kind))
+                p = pb.QkNormParams(q=to_wire(q, dtype), k=to_wire(k, dtype), kind=getattr(pb, kind.replace("QK_", "QK_NORM_KIND_")))
                 if kind != "QK_L2":
                     p.q_weight.CopyFrom(to_wire(qw, dtype))
                     p.k_weight.CopyFrom(to_wire(kw, "F32"))
@@ -177,7 +178,7 @@ class ConformanceTest(unittest.TestCase):
             with self.subTest(src=src, dst=dst):
                 x = self.x((4, 300), src)
                 r = self.call(pb.NormalizeRequest(layer_norm=pb.LayerNormParams(), input=to_wire(x, src),
-                                                  output_dtype=getattr(pb, dst)))
+                                                  output_dtype=wire_dtype(dst)))
                 assert_close(self, r.output, oracle.layer_norm(x), dst, "layer_norm")
 
     def test_adversarial_rows(self):
@@ -206,6 +207,7 @@ class ConformanceTest(unittest.TestCase):
         assert_close(self, responses[1].output, oracle.layer_norm(x), "BF16", "b")
         self.assertEqual(responses[2].error.code, grpc.StatusCode.INVALID_ARGUMENT.value[0])
         self.assertIn("num_groups", responses[2].error.message)
+        self.assertEqual(field_violations(responses[2].error), ["group_norm.num_groups"])
         assert_close(self, responses[3].output, oracle.l2_norm(x), "BF16", "d")
 
     def test_invalid_requests_get_invalid_argument(self):
@@ -217,6 +219,7 @@ class ConformanceTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("Given normalized_shape=[4], expected input with shape [*, 4], but got input of size [2, 5]",
                       ctx.exception.details())
+        self.assertEqual(error_fields(ctx.exception), ["layer_norm.weight"])
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ class NormctlTest(unittest.TestCase):
         for op in ("layer_norm", "rms_norm", "l2_norm", "batch_norm", "group_norm", "instance_norm", "qk_norm"):
             self.assertIn(f'"{op}"', out)
         for dtype in ("F32", "F16", "BF16"):
-            self.assertIn(f"dtypes: {dtype}", out)
+            self.assertIn(f"dtypes: DATA_TYPE_{dtype}", out)
 
     def test_rms_norm_spec_example(self):
         self.save("ex.npy", np.array([3, -1, 4, -2], dtype=np.float32))
@@ -118,7 +118,7 @@ class NormctlTest(unittest.TestCase):
         self.check("gn.npy", oracle.group_norm(rounded(np.load(x), "BF16"), 3, wt, None, 1e-5, False), "BF16")
         self.ctl("instance-norm", "--input", x, "--output", self.path("in.npy"))
         self.check("in.npy", oracle.instance_norm(xt, None, None, None, None, True, 1e-5, False), "F32")
-        self.ctl("instance-norm", "--input", x, "--no-input-stats", "--running-mean", rm, "--running-var", rv,
+        self.ctl("instance-norm", "--input", x, "--use-running-stats", "--running-mean", rm, "--running-var", rv,
                  "--output", self.path("in_rs.npy"))
         self.check("in_rs.npy", oracle.instance_norm(xt, rmt, rvt, None, None, False, 1e-5, False), "F32")
 
@@ -183,6 +183,7 @@ class GenericToolsTest(unittest.TestCase):
                     continue
                 raise
             self.assertTrue(any(b"normd.v1.NormService" in r for r in replies))
+            self.assertTrue(any(b"normd.v1.DiagnosticsService" in r for r in replies))
             return
         self.fail("no reflection service")
 

@@ -2,13 +2,14 @@
 // hidden size (1, 3, 64, 128, 4097, 8192, 16384, 65536) on random and SEMANTICS.md's
 // adversarial rows, row counts up to 65536, a ragged batch, and BatchNorm / GroupNorm /
 // InstanceNorm in both layouts. Without a CUDA device (CI) every test skips, saying why.
+#include "normd/kernels/cuda_backend.h"
+
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "normd/kernels/cuda_backend.h"
 #include "normd/kernels/reference.h"
 #include "tests/kernels/test_util.h"
 
@@ -57,7 +58,7 @@ std::vector<RowConfig> Configs() {
   return {
       {"layer", K::kLayer},
       {"layer_affine", K::kLayer, true, true},
-      {"layer_add_to_std", K::kLayer, true, true, EpsPlacement::kAddToStd},
+      {"layer_add_to_std", K::kLayer, true, true, EpsPlacement::kOutsideSqrt},
       {"layer_add_then_norm", K::kLayer, true, true, {}, 0, 1, false, R::kAddThenNorm, 0.5},
       {"layer_norm_then_add", K::kLayer, true, true, {}, 0, 1, false, R::kNormThenAdd, 2.0},
       {"rms", K::kRms},
@@ -84,9 +85,9 @@ void CheckRows(Backend& b, const RowConfig& cfg, DType dtype, int64_t rows, int6
   a.x = x.view();
   if (cfg.weight) a.weight = weight.view();
   if (cfg.bias) a.bias = bias.view();
-  a.eps = cfg.kind == RowNormKind::kLayer ? kDefaultLayerNormEps
-                                          : (cfg.kind == RowNormKind::kRms ? kDefaultRmsNormEps
-                                                                           : kDefaultL2NormEps);
+  a.eps = cfg.kind == RowNormKind::kLayer
+              ? kDefaultLayerNormEps
+              : (cfg.kind == RowNormKind::kRms ? kDefaultRmsNormEps : kDefaultL2NormEps);
   a.eps_placement = cfg.eps_placement;
   a.weight_offset = cfg.weight_offset;
   a.partial_fraction = cfg.partial_fraction;
@@ -154,7 +155,8 @@ TEST_F(CudaTest, ChannelOpsMatchReferenceInBothLayouts) {
       Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, c));
       Buffer rm = Buffer::Of(DType::kF32, RandomValues(rng, c));
       Buffer rv = Buffer::Of(DType::kF32, std::vector<float>(c, 2.0f));
-      const std::string where = absl::StrCat(DTypeName(t), layout == Layout::kChannelsLast ? " CL" : " CF");
+      const std::string where =
+          absl::StrCat(DTypeName(t), layout == Layout::kChannelsLast ? " CL" : " CF");
       for (bool training : {true, false}) {
         Buffer y(t, n * c * s), bm(DType::kF32, c), bv(DType::kF32, c), rmo(DType::kF32, c),
             rvo(DType::kF32, c);
@@ -199,7 +201,8 @@ TEST_F(CudaTest, ChannelOpsMatchReferenceInBothLayouts) {
         g.bias = b.view();
         g.y = y.view_mut();
         ASSERT_TRUE(backend_->GroupNorm(g).ok());
-        ExpectAllMatch(y, reference::GroupNorm(g), absl::StrCat("group_norm G=", groups, " ", where));
+        ExpectAllMatch(y, reference::GroupNorm(g),
+                       absl::StrCat("group_norm G=", groups, " ", where));
       }
     }
   }

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "client/load_gen.h"
 #include "gtest/gtest.h"
 #include "normd/client.h"
+#include "normd/load/load_gen.h"
 #include "server/server.h"
 #include "tests/integration/oracle.h"
 
@@ -87,7 +87,7 @@ TEST_F(ServiceTest, LayerNormEveryDtypeAndOption) {
         MakeRequest(x, o), [&] { return client_->LayerNorm(x, o); },
         absl::StrCat("layer_norm k=2 ", DTypeName(t)));
     LayerNormOptions res;
-    res.eps_placement = EpsPlacement::kAddToStd;
+    res.eps_placement = EpsPlacement::kOutsideSqrt;
     res.residual =
         ResidualOptions{Random(t, {3, 6, 33}), 1.7, ResidualOptions::Placement::kAddThenNorm, true};
     Check(
@@ -177,7 +177,7 @@ TEST_F(ServiceTest, BatchGroupInstanceNormBothLayouts) {
       in.bias = Random(DType::kF32, {6});
       Check(
           MakeRequest(x, in), [&] { return client_->InstanceNorm(x, in); }, "instance_norm " + tag);
-      in.use_input_stats = false;
+      in.use_running_stats = true;
       in.running_mean = Random(t, {6});
       in.running_var = Positive(t, {6});
       Check(
@@ -402,7 +402,7 @@ TEST_F(ServiceTest, ErrorsMapToTheirGrpcCodes) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->output.shape, (std::vector<int64_t>{0, 8}));
 
-  auto deep = client_->GetDeepNormCoefficients(v1::DECODER, 0, 0);
+  auto deep = client_->GetDeepNormCoefficients(v1::ARCHITECTURE_DECODER, 0, 0);
   EXPECT_EQ(deep.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -13,9 +13,9 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "normd/client.h"
+#include "normd/testing/gated_backend.h"
 #include "server/server.h"
 #include "tests/integration/oracle.h"
-#include "tests/server/gated_backend.h"
 
 namespace normd {
 namespace {
@@ -226,7 +226,7 @@ TEST_F(ServingTest, MixedShapeBatchesAreBitIdenticalToRunsAlone) {
     f32.push_back(
         MakeRequest(Random(DType::kF32, {2, 4, 64}), Random(DType::kF32, {2, 2, 64}), qk));
     LayerNormOptions std_eps;
-    std_eps.eps_placement = EpsPlacement::kAddToStd;
+    std_eps.eps_placement = EpsPlacement::kOutsideSqrt;
     std_eps.residual = ResidualOptions{Random(DType::kF32, {4, 33}), 2.0,
                                        ResidualOptions::Placement::kNormThenAdd, false};
     f32.push_back(MakeRequest(Random(DType::kF32, {4, 33}), std_eps));

@@ -6,11 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "client/load_gen.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "normd/client.h"
+#include "normd/load/load_gen.h"
 #include "server/server.h"
 #include "tests/integration/oracle.h"
 

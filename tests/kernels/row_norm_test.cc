@@ -38,7 +38,7 @@ std::vector<Config> AllConfigs() {
   return {
       {"layer", K::kLayer},
       {"layer_affine", K::kLayer, true, true},
-      {"layer_add_to_std", K::kLayer, true, false, EpsPlacement::kAddToStd},
+      {"layer_add_to_std", K::kLayer, true, false, EpsPlacement::kOutsideSqrt},
       {"layer_add_then_norm", K::kLayer, true, true, {}, 0, 1, false, R::kAddThenNorm, 1.0},
       {"layer_deepnorm", K::kLayer, true, true, {}, 0, 1, false, R::kAddThenNorm, 2.2133638},
       {"layer_norm_then_add", K::kLayer, false, false, {}, 0, 1, false, R::kNormThenAdd, 0.5},
@@ -46,7 +46,7 @@ std::vector<Config> AllConfigs() {
       {"rms_weight", K::kRms, true},
       {"rms_offset", K::kRms, true, false, {}, 1.0},
       {"rms_partial", K::kRms, true, false, {}, 0, 0.3},
-      {"rms_add_to_rms", K::kRms, true, false, EpsPlacement::kAddToStd},
+      {"rms_add_to_rms", K::kRms, true, false, EpsPlacement::kOutsideSqrt},
       {"rms_cast_before_weight", K::kRms, true, false, {}, 0, 1, true},
       {"rms_add_then_norm", K::kRms, true, false, {}, 0, 1, false, R::kAddThenNorm, 1.0},
       {"rms_norm_then_add", K::kRms, true, false, {}, 1.0, 1, false, R::kNormThenAdd, 1.5},

@@ -1,6 +1,6 @@
 // MachineStealTime reads the hypervisor's steal from /proc/stat; StealMs subtracts two
 // readings and says -1 when either is missing.
-#include "common/machine_steal.h"
+#include "normd/common/machine_steal.h"
 
 #include <fstream>
 

@@ -8,8 +8,8 @@
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
 #include "normd/kernels/cpu_backend.h"
+#include "normd/scheduling/scheduler.h"
 #include "server/request_builder.h"
-#include "server/scheduling/scheduler.h"
 #include "tests/server/request_factory.h"
 
 namespace normd::server {
@@ -26,7 +26,8 @@ std::vector<v1::NormalizeRequest> Seeds() {
                                              InstanceNormRequest(),
                                              QkNormRequest()};
   v1::NormalizeRequest fused = RmsNormRequest({2, 4});
-  FillTensor(fused.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::F32, {2, 4});
+  FillTensor(fused.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::DATA_TYPE_F32,
+             {2, 4});
   fused.mutable_rms_norm()->mutable_residual()->set_return_sum(true);
   seeds.push_back(fused);
   return seeds;
@@ -60,8 +61,8 @@ void Mutate(std::mt19937_64& rng, v1::NormalizeRequest* r) {
       break;
     }
     case 3:  // dtype changes
-      r->mutable_input()->set_dtype(static_cast<v1::DType>(rng() % 5));
-      r->set_output_dtype(static_cast<v1::DType>(rng() % 5));
+      r->mutable_input()->set_dtype(static_cast<v1::DataType>(rng() % 5));
+      r->set_output_dtype(static_cast<v1::DataType>(rng() % 5));
       break;
     case 4:  // scalars
       if (r->has_layer_norm())
@@ -119,7 +120,7 @@ TEST(RobustnessTest, MutatedRequestsNeverCrashAndAcceptedOnesRun) {
     const v1::Tensor& out = response.output();
     int64_t numel = 1;
     for (int64_t d : out.shape()) numel *= d;
-    const int elem = out.dtype() == v1::F32 ? 4 : 2;
+    const int elem = out.dtype() == v1::DATA_TYPE_F32 ? 4 : 2;
     ASSERT_EQ(static_cast<int64_t>(out.data().size()), numel * elem) << r.DebugString();
     ASSERT_TRUE(run(*job).ok()) << r.DebugString();
   }

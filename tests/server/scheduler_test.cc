@@ -1,6 +1,6 @@
 // The Scheduler alone: Enqueue's ownership rule, routing, the inline path, and queued
 // work dropped by the executor when its deadline passed or its call was cancelled.
-#include "server/scheduling/scheduler.h"
+#include "normd/scheduling/scheduler.h"
 
 #include <atomic>
 #include <vector>
@@ -8,8 +8,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "normd/testing/gated_backend.h"
 #include "tests/kernels/test_util.h"
-#include "tests/server/gated_backend.h"
 
 namespace normd::server {
 namespace {

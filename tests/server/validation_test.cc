@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/field_error.h"
 #include "server/request_builder.h"
 #include "tests/server/request_factory.h"
 
@@ -61,19 +62,20 @@ std::vector<BadCase> Cases() {
       {"unknown_dtype",
        [] {
          auto r = LayerNormRequest();
-         r.mutable_input()->set_dtype(static_cast<v1::DType>(9));
+         r.mutable_input()->set_dtype(static_cast<v1::DataType>(9));
          return r;
        },
        kInvalid,
-       {"input.dtype", "expected F32, F16 or BF16", "got unknown (9)"}},
+       {"input.dtype", "expected DATA_TYPE_F32, DATA_TYPE_F16 or DATA_TYPE_BF16",
+        "got an unknown value (9)"}},
       {"unspecified_dtype",
        [] {
          auto r = LayerNormRequest();
-         r.mutable_input()->set_dtype(v1::DTYPE_UNSPECIFIED);
+         r.mutable_input()->set_dtype(v1::DATA_TYPE_UNSPECIFIED);
          return r;
        },
        kInvalid,
-       {"input.dtype", "DTYPE_UNSPECIFIED"}},
+       {"input.dtype", "DATA_TYPE_UNSPECIFIED"}},
       {"rank_0",
        [] {
          auto r = LayerNormRequest();
@@ -85,7 +87,7 @@ std::vector<BadCase> Cases() {
       {"rank_9",
        [] {
          auto r = RmsNormRequest();
-         FillTensor(r.mutable_input(), v1::F32, {1, 1, 1, 1, 1, 1, 1, 1, 4});
+         FillTensor(r.mutable_input(), v1::DATA_TYPE_F32, {1, 1, 1, 1, 1, 1, 1, 1, 4});
          return r;
        },
        kInvalid,
@@ -119,7 +121,7 @@ std::vector<BadCase> Cases() {
       {"weight_shape",
        [] {
          auto r = LayerNormRequest({2, 5});
-         FillTensor(r.mutable_layer_norm()->mutable_weight(), v1::F32, {4});
+         FillTensor(r.mutable_layer_norm()->mutable_weight(), v1::DATA_TYPE_F32, {4});
          return r;
        },
        kInvalid,
@@ -129,8 +131,8 @@ std::vector<BadCase> Cases() {
       {"param_dtype",
        [] {
          auto r = RmsNormRequest();
-         FillTensor(r.mutable_input(), v1::BF16, {2, 4});
-         FillTensor(r.mutable_rms_norm()->mutable_weight(), v1::F16, {4});
+         FillTensor(r.mutable_input(), v1::DATA_TYPE_BF16, {2, 4});
+         FillTensor(r.mutable_rms_norm()->mutable_weight(), v1::DATA_TYPE_F16, {4});
          return r;
        },
        kInvalid,
@@ -211,7 +213,7 @@ std::vector<BadCase> Cases() {
       {"bn_rank_1",
        [] {
          auto r = BatchNormRequest(true);
-         FillTensor(r.mutable_input(), v1::F32, {4});
+         FillTensor(r.mutable_input(), v1::DATA_TYPE_F32, {4});
          return r;
        },
        kInvalid,
@@ -227,7 +229,7 @@ std::vector<BadCase> Cases() {
       {"bn_running_shape",
        [] {
          auto r = BatchNormRequest(false);
-         FillTensor(r.mutable_batch_norm()->mutable_running_mean(), v1::F32, {3});
+         FillTensor(r.mutable_batch_norm()->mutable_running_mean(), v1::DATA_TYPE_F32, {3});
          return r;
        },
        kInvalid,
@@ -249,15 +251,16 @@ std::vector<BadCase> Cases() {
       {"in_missing_running",
        [] {
          auto r = InstanceNormRequest();
-         r.mutable_instance_norm()->set_no_input_stats(true);
+         r.mutable_instance_norm()->set_use_running_stats(true);
          return r;
        },
        kInvalid,
-       {"instance_norm.running_mean", "required with no_input_stats"}},
+       {"instance_norm.running_mean", "required with use_running_stats"}},
       {"skip_shape",
        [] {
          auto r = RmsNormRequest();
-         FillTensor(r.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::F32, {2, 5});
+         FillTensor(r.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::DATA_TYPE_F32,
+                    {2, 5});
          return r;
        },
        kInvalid,
@@ -265,7 +268,8 @@ std::vector<BadCase> Cases() {
       {"skip_dtype",
        [] {
          auto r = LayerNormRequest();
-         FillTensor(r.mutable_layer_norm()->mutable_residual()->mutable_skip(), v1::F16, {2, 4});
+         FillTensor(r.mutable_layer_norm()->mutable_residual()->mutable_skip(), v1::DATA_TYPE_F16,
+                    {2, 4});
          return r;
        },
        kInvalid,
@@ -274,7 +278,7 @@ std::vector<BadCase> Cases() {
        [] {
          auto r = RmsNormRequest();
          auto* res = r.mutable_rms_norm()->mutable_residual();
-         FillTensor(res->mutable_skip(), v1::F32, {2, 4});
+         FillTensor(res->mutable_skip(), v1::DATA_TYPE_F32, {2, 4});
          res->set_alpha(INFINITY);
          return r;
        },
@@ -283,7 +287,7 @@ std::vector<BadCase> Cases() {
       {"qk_q_weight",
        [] {
          auto r = QkNormRequest(8, 8);
-         FillTensor(r.mutable_qk_norm()->mutable_q_weight(), v1::F32, {4});
+         FillTensor(r.mutable_qk_norm()->mutable_q_weight(), v1::DATA_TYPE_F32, {4});
          return r;
        },
        kInvalid,
@@ -291,7 +295,7 @@ std::vector<BadCase> Cases() {
       {"qk_k_weight",
        [] {
          auto r = QkNormRequest(8, 16);
-         FillTensor(r.mutable_qk_norm()->mutable_k_weight(), v1::F32, {8});
+         FillTensor(r.mutable_qk_norm()->mutable_k_weight(), v1::DATA_TYPE_F32, {8});
          return r;
        },
        kInvalid,
@@ -299,7 +303,7 @@ std::vector<BadCase> Cases() {
       {"qk_with_input",
        [] {
          auto r = QkNormRequest();
-         FillTensor(r.mutable_input(), v1::F32, {2});
+         FillTensor(r.mutable_input(), v1::DATA_TYPE_F32, {2});
          return r;
        },
        kInvalid,
@@ -307,46 +311,46 @@ std::vector<BadCase> Cases() {
       {"output_dtype",
        [] {
          auto r = RmsNormRequest();
-         r.set_output_dtype(static_cast<v1::DType>(7));
+         r.set_output_dtype(static_cast<v1::DataType>(7));
          return r;
        },
        kInvalid,
-       {"output_dtype", "got unknown (7)"}},
+       {"output_dtype", "got an unknown value (7)"}},
       {"return_sum_norm_then_add",
        [] {
          auto r = RmsNormRequest();
          auto* res = r.mutable_rms_norm()->mutable_residual();
-         FillTensor(res->mutable_skip(), v1::F32, {2, 4});
-         res->set_placement(v1::NORM_THEN_ADD);
+         FillTensor(res->mutable_skip(), v1::DATA_TYPE_F32, {2, 4});
+         res->set_placement(v1::RESIDUAL_PLACEMENT_NORM_THEN_ADD);
          res->set_return_sum(true);
          return r;
        },
-       C::kUnimplemented,
-       {"rms_norm.residual.return_sum", "ADD_THEN_NORM"}},
+       kInvalid,
+       {"rms_norm.residual.return_sum", "RESIDUAL_PLACEMENT_NORM_THEN_ADD"}},
       {"unknown_eps_placement",
        [] {
          auto r = LayerNormRequest();
          r.mutable_layer_norm()->set_eps_placement(static_cast<v1::EpsPlacement>(5));
          return r;
        },
-       C::kUnimplemented,
-       {"layer_norm.eps_placement", "got 5"}},
+       kInvalid,
+       {"layer_norm.eps_placement", "got an unknown value (5)"}},
       {"unknown_layout",
        [] {
          auto r = GroupNormRequest(2);
          r.mutable_group_norm()->set_layout(static_cast<v1::Layout>(4));
          return r;
        },
-       C::kUnimplemented,
-       {"group_norm.layout", "got 4"}},
+       kInvalid,
+       {"group_norm.layout", "got an unknown value (4)"}},
       {"unknown_backend",
        [] {
          auto r = RmsNormRequest();
          r.set_backend(static_cast<v1::Backend>(9));
          return r;
        },
-       C::kUnimplemented,
-       {"backend", "got 9"}},
+       kInvalid,
+       {"backend", "got an unknown value (9)"}},
   };
 }
 
@@ -361,6 +365,12 @@ TEST_P(ValidationTest, RejectsWithCodeAndFieldMessage) {
   absl::StatusOr<Job> job = BuildJob(request, limits, &response);
   ASSERT_FALSE(job.ok()) << c.name;
   EXPECT_EQ(job.status().code(), c.code) << job.status();
+  // The field travels as a google.rpc.BadRequest payload, not only in the message: the
+  // message reads "FIELD: description", and the payload names the same FIELD.
+  const std::string message(job.status().message());
+  const std::string field = FieldOf(job.status());
+  EXPECT_FALSE(field.empty()) << "no field violation in " << job.status();
+  EXPECT_EQ(message.substr(0, message.find(": ")), field) << job.status();
   for (const std::string& part : c.message_parts) {
     EXPECT_THAT(std::string(job.status().message()), HasSubstr(part));
   }

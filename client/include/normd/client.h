@@ -7,7 +7,9 @@
 //   absl::StatusOr<normd::NormResult> r = (*client)->RmsNorm(x, opt);
 //   if (r.ok()) use(r->output);
 //
-// Errors are absl::Status with the server's gRPC code and message. Any gRPC target string
+// Errors are absl::Status with the server's gRPC code and message, and the server's error
+// details (google.rpc.Status) as payloads keyed by their type URL: ErrorField() reads the
+// request field a malformed request got wrong. Any gRPC target string
 // works ("host:port", "dns:///name:port", "ipv4:127.0.0.1:5001,127.0.0.1:5002"; several
 // addresses are balanced round-robin).
 // Thread safety: a Client is safe for concurrent use from multiple threads; a
@@ -22,8 +24,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "normd/host_tensor.h"
+#include "normd/requests.h"
 #include "normd/v1/normd.grpc.pb.h"
+#include "normd/version.h"
 
 namespace normd {
 
@@ -34,85 +37,6 @@ struct ClientOptions {
   // true gives this client a connection of its own (load generators open several, as
   // many independent callers would).
   bool own_connection = false;
-};
-
-enum class Backend { kAuto, kCpu, kCuda };
-enum class EpsPlacement { kInsideSqrt, kAddToStd };
-enum class Layout { kChannelsFirst, kChannelsLast };
-
-// Options every op takes.
-struct CommonOptions {
-  Backend backend = Backend::kAuto;
-  std::optional<DType> output_dtype;  // default: the input's dtype
-};
-
-struct ResidualOptions {
-  enum class Placement { kAddThenNorm, kNormThenAdd };
-  HostTensor skip;
-  double alpha = 1.0;
-  Placement placement = Placement::kAddThenNorm;
-  bool return_sum = false;
-};
-
-struct LayerNormOptions : CommonOptions {
-  int normalized_ndim = 1;
-  std::optional<HostTensor> weight, bias;
-  std::optional<double> eps;
-  EpsPlacement eps_placement = EpsPlacement::kInsideSqrt;
-  std::optional<ResidualOptions> residual;
-};
-
-struct RmsNormOptions : CommonOptions {
-  std::optional<HostTensor> weight;
-  std::optional<double> eps;
-  double weight_offset = 0.0;
-  std::optional<double> partial_fraction;
-  EpsPlacement eps_placement = EpsPlacement::kInsideSqrt;
-  bool cast_before_weight = false;
-  std::optional<ResidualOptions> residual;
-};
-
-struct L2NormOptions : CommonOptions {
-  std::optional<double> eps;
-};
-
-struct BatchNormOptions : CommonOptions {
-  std::optional<HostTensor> weight, bias, running_mean, running_var;
-  bool training = false;
-  std::optional<double> momentum, eps;
-  Layout layout = Layout::kChannelsFirst;
-};
-
-struct GroupNormOptions : CommonOptions {
-  int num_groups = 1;
-  std::optional<HostTensor> weight, bias;
-  std::optional<double> eps;
-  Layout layout = Layout::kChannelsFirst;
-};
-
-struct InstanceNormOptions : CommonOptions {
-  std::optional<HostTensor> weight, bias, running_mean, running_var;
-  std::optional<double> eps;
-  bool use_input_stats = true;
-  Layout layout = Layout::kChannelsFirst;
-};
-
-struct QkNormOptions : CommonOptions {
-  enum class Kind { kRms, kLayer, kL2 };
-  Kind kind = Kind::kRms;
-  std::optional<HostTensor> q_weight, k_weight;
-  std::optional<double> eps;
-};
-
-// What an op returned; the optional parts are set when the op produces them.
-struct NormResult {
-  HostTensor output;                   // y (QK-norm: q normalized)
-  std::optional<HostTensor> k_output;  // QK-norm
-  std::optional<HostTensor> residual_sum;
-  std::optional<HostTensor> batch_mean, batch_var, running_mean, running_var;
-  Backend backend = Backend::kCpu;
-  int64_t queue_us = 0, compute_us = 0, total_us = 0;
-  int batch_requests = 1;  // requests that shared the server's backend run
 };
 
 // A bidirectional NormalizeStream: write requests, read one response per request.
@@ -142,7 +66,8 @@ class Client {
   absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request);
   // Responses come in request order; several requests may be written before reading.
   std::unique_ptr<NormalizeStream> OpenStream();
-  // Diagnostics: the request's input returned as output, without compute (benchmarks).
+  // normd.v1.DiagnosticsService: the request's input returned as output, without compute
+  // (benchmarks); UNIMPLEMENTED where the server runs with --no-diagnostics.
   absl::StatusOr<v1::NormalizeResponse> Echo(const v1::NormalizeRequest& request);
   std::unique_ptr<NormalizeStream> OpenEchoStream();
   // Asynchronous raw calls, for callers that keep many calls in flight without a thread
@@ -172,35 +97,28 @@ class Client {
                                             grpc::CompletionQueue* cq,
                                             v1::NormalizeResponse* response, grpc::Status* status,
                                             void* tag);
-  absl::StatusOr<v1::ServerInfo> GetServerInfo();
-  absl::StatusOr<v1::DeepNormCoefficients> GetDeepNormCoefficients(v1::Architecture arch,
-                                                                   int encoder_layers,
-                                                                   int decoder_layers);
+  absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
+  absl::StatusOr<v1::GetDeepNormCoefficientsResponse> GetDeepNormCoefficients(v1::Architecture arch,
+                                                                              int encoder_layers,
+                                                                              int decoder_layers);
 
  private:
-  Client(std::unique_ptr<v1::NormService::Stub> stub, ClientOptions options)
-      : stub_(std::move(stub)), options_(options) {}
+  Client(std::unique_ptr<v1::NormService::Stub> stub,
+         std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics, ClientOptions options)
+      : stub_(std::move(stub)), diagnostics_(std::move(diagnostics)), options_(options) {}
   void Prepare(grpc::ClientContext* context) const;
   absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request);
   void CallAsync(bool echo, v1::NormalizeRequest request, Callback done);
 
   std::unique_ptr<v1::NormService::Stub> stub_;
+  std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics_;  // Echo, EchoStream
   ClientOptions options_;
 };
 
-// The request each typed method sends, for callers that batch them on a NormalizeStream
-// or inspect them.
-v1::NormalizeRequest MakeRequest(const HostTensor& x, const LayerNormOptions& o);
-v1::NormalizeRequest MakeRequest(const HostTensor& x, const RmsNormOptions& o);
-v1::NormalizeRequest MakeRequest(const HostTensor& x, const L2NormOptions& o);
-v1::NormalizeRequest MakeRequest(const HostTensor& x, const BatchNormOptions& o);
-v1::NormalizeRequest MakeRequest(const HostTensor& x, const GroupNormOptions& o);
-v1::NormalizeRequest MakeRequest(const HostTensor& x, const InstanceNormOptions& o);
-v1::NormalizeRequest MakeRequest(const HostTensor& q, const HostTensor& k, const QkNormOptions& o);
-
-// Conversions between HostTensor and the wire tensor.
-void ToWire(const HostTensor& t, v1::Tensor* out);
-HostTensor FromWire(const v1::Tensor& t);
+// The request field a failed call names (google.rpc.BadRequest in the status's details),
+// or "" when it names none.
+//   if (!r.ok()) std::cerr << normd::ErrorField(r.status());  // e.g. "rms_norm.eps"
+std::string ErrorField(const absl::Status& status);
 
 }  // namespace normd
 

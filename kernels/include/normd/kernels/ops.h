@@ -12,7 +12,7 @@
 
 namespace normd::kernels {
 
-enum class EpsPlacement : uint8_t { kInsideSqrt, kAddToStd };
+enum class EpsPlacement : uint8_t { kInsideSqrt, kOutsideSqrt };
 enum class RowNormKind : uint8_t { kLayer, kRms, kL2 };
 enum class ResidualPlacement : uint8_t { kNone, kAddThenNorm, kNormThenAdd };
 enum class Layout : uint8_t { kChannelsFirst, kChannelsLast };

@@ -1,10 +1,10 @@
-#include "normd/kernels/deepnorm.h"
+#include "server/deepnorm.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
 
-namespace normd::kernels {
+namespace normd::server {
 namespace {
 
 TEST(DeepNormTest, EncoderOnly) {
@@ -41,4 +41,4 @@ TEST(DeepNormTest, RejectsNonPositiveLayerCounts) {
 }
 
 }  // namespace
-}  // namespace normd::kernels
+}  // namespace normd::server

@@ -1,13 +1,14 @@
-// DeepNorm (DeepNet, Wang et al. 2022) residual scale alpha and init scale beta.
+// DeepNorm (DeepNet, Wang et al. 2022) residual scale alpha and init scale beta: a small
+// formula module of the transport room (GetDeepNormCoefficients), not a kernel.
 // Pure functions; safe from any thread.
-#ifndef NORMD_KERNELS_DEEPNORM_H_
-#define NORMD_KERNELS_DEEPNORM_H_
+#ifndef NORMD_SERVER_DEEPNORM_H_
+#define NORMD_SERVER_DEEPNORM_H_
 
 #include <optional>
 
 #include "absl/status/statusor.h"
 
-namespace normd::kernels {
+namespace normd::server {
 
 enum class Architecture { kEncoder, kDecoder, kEncoderDecoder };
 
@@ -21,6 +22,6 @@ struct DeepNormCoefficients {
 absl::StatusOr<DeepNormCoefficients> ComputeDeepNorm(Architecture arch, int encoder_layers,
                                                      int decoder_layers);
 
-}  // namespace normd::kernels
+}  // namespace normd::server
 
-#endif  // NORMD_KERNELS_DEEPNORM_H_
+#endif  // NORMD_SERVER_DEEPNORM_H_

@@ -1,22 +1,20 @@
-#include "normd/kernels/deepnorm.h"
+#include "server/deepnorm.h"
 
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
+#include "server/field_error.h"
 
-namespace normd::kernels {
+namespace normd::server {
 
 absl::StatusOr<DeepNormCoefficients> ComputeDeepNorm(Architecture arch, int encoder_layers,
                                                      int decoder_layers) {
   const bool uses_encoder = arch != Architecture::kDecoder;
   const bool uses_decoder = arch != Architecture::kEncoder;
   if (uses_encoder && encoder_layers <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("encoder_layers: expected > 0, got ", encoder_layers));
+    return InvalidField("encoder_layers", "expected > 0, got ", encoder_layers);
   }
   if (uses_decoder && decoder_layers <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("decoder_layers: expected > 0, got ", decoder_layers));
+    return InvalidField("decoder_layers", "expected > 0, got ", decoder_layers);
   }
   const double n = encoder_layers, m = decoder_layers;
   DeepNormCoefficients out;
@@ -40,4 +38,4 @@ absl::StatusOr<DeepNormCoefficients> ComputeDeepNorm(Architecture arch, int enco
   return out;
 }
 
-}  // namespace normd::kernels
+}  // namespace normd::server

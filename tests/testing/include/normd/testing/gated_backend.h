@@ -1,11 +1,16 @@
 // A CPU backend behind a gate, for tests of queueing, batching, deadlines and
 // cancellation: while the gate is closed every backend call blocks on entry, so requests
-// pile up in the scheduler's queue; each call records the segments it was given.
+// pile up in the scheduler's queue; each call records the segments it was given. It can
+// report itself as a CUDA backend, and as unhealthy, for tests of routing; it computes on
+// the CPU either way. Part of the normd_testing library (test doubles shared by tests and
+// benchmarks).
 //
 // Thread safety: every method may be called from any thread.
-#ifndef NORMD_TESTS_SERVER_GATED_BACKEND_H_
-#define NORMD_TESTS_SERVER_GATED_BACKEND_H_
+#ifndef NORMD_TESTING_GATED_BACKEND_H_
+#define NORMD_TESTING_GATED_BACKEND_H_
 
+#include <atomic>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -19,11 +24,17 @@ class GatedBackend final : public kernels::Backend {
     int64_t rows, cols;
   };
 
-  GatedBackend() : cpu_(Options()) {}
+  explicit GatedBackend(kernels::BackendKind kind = kernels::BackendKind::kCpu)
+      : kind_(kind), cpu_(Options()) {}
 
-  kernels::BackendKind kind() const override { return kernels::BackendKind::kCpu; }
-  std::string device() const override { return "gated cpu (test)"; }
+  kernels::BackendKind kind() const override { return kind_; }
+  std::string device() const override {
+    return kind_ == kernels::BackendKind::kCuda ? "gated cuda (test, computes on the cpu)"
+                                                : "gated cpu (test)";
+  }
   int threads() const override { return 1; }
+  bool healthy() const override { return healthy_.load(); }
+  void set_healthy(bool healthy) { healthy_.store(healthy); }
 
   absl::Status RowNorm(const kernels::RowNormArgs& args) override {
     return RowNormBatch(absl::MakeConstSpan(&args, 1));
@@ -81,6 +92,8 @@ class GatedBackend final : public kernels::Backend {
     while (!open_) changed_.Wait(&mu_);
   }
 
+  const kernels::BackendKind kind_;
+  std::atomic<bool> healthy_{true};
   kernels::CpuBackend cpu_;
   mutable absl::Mutex mu_;
   bool open_ = true;
@@ -91,4 +104,4 @@ class GatedBackend final : public kernels::Backend {
 
 }  // namespace normd::testing
 
-#endif  // NORMD_TESTS_SERVER_GATED_BACKEND_H_
+#endif  // NORMD_TESTING_GATED_BACKEND_H_

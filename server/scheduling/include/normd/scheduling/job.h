@@ -2,8 +2,8 @@
 // no protobuf in sight. Transport builds it (request_builder.h) with pointers into the
 // request's tensor bytes and into the response's output buffers; the scheduler runs it.
 // Plain value; the memory its arguments point to must outlive the run.
-#ifndef NORMD_SERVER_SCHEDULING_JOB_H_
-#define NORMD_SERVER_SCHEDULING_JOB_H_
+#ifndef NORMD_SCHEDULING_JOB_H_
+#define NORMD_SCHEDULING_JOB_H_
 
 #include <cstdint>
 
@@ -27,4 +27,4 @@ struct Job {
 
 }  // namespace normd::server
 
-#endif  // NORMD_SERVER_SCHEDULING_JOB_H_
+#endif  // NORMD_SCHEDULING_JOB_H_

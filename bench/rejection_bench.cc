@@ -3,7 +3,7 @@
 //
 // The server is a child process running the real server (real gRPC on loopback, real
 // transport and scheduler) whose CPU backend sits behind a gate
-// (tests/server/gated_backend.h); this process is the client and steers the gate over a
+// (gated_server_process.h); this process is the client and steers the gate over a
 // pipe. They are separate processes, as normd and its callers are: in one process gRPC's
 // pollers handle both sides' sockets on whichever thread polls.
 // On this machine's CPU backend a queue fills only when the cores are saturated, and then
@@ -35,15 +35,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/load_gen.h"
-#include "common/cli_flags.h"
-#include "common/machine_steal.h"
-#include "common/process_tuning.h"
+#include "gated_server_process.h"
 #include "grpcpp/completion_queue.h"
 #include "normd/client.h"
-#include "server/server.h"
+#include "normd/common/cli_flags.h"
+#include "normd/common/machine_steal.h"
+#include "normd/common/process_tuning.h"
+#include "normd/load/load_gen.h"
 #include "spdlog/spdlog.h"
-#include "tests/server/gated_backend.h"
 
 namespace normd {
 namespace {
@@ -66,147 +65,16 @@ struct HeldCall {
   bool answered = false;
 };
 
-// This process's CPU time so far, every thread.
-int64_t ProcessCpuUs() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1'000'000LL + u.ru_utime.tv_usec +
-         u.ru_stime.tv_usec;
-}
-
-// The server process: starts the gated server, writes its port as a line, then answers
-// each command line with one line until "quit" or the end of its input. Commands: "close"
-// and "open" (the gate), "entered" (backend calls so far), "stats" ("QUEUED REJECTED_FULL
-// CPU_US").
-int ServeGated(int64_t queue, FILE* in, FILE* out) {
-  prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the bench
-  auto gate = std::make_shared<testing::GatedBackend>();
-  server::ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.backends = {gate};
-  options.scheduler.cpu_executors = 1;
-  options.scheduler.inline_max_bytes = 0;  // every request goes through the queue
-  options.scheduler.max_queue_requests = queue;
-  absl::StatusOr<std::unique_ptr<server::NormServer>> srv = server::NormServer::Start(options);
-  if (!srv.ok()) {
-    std::fprintf(stderr, "normd-rejection-bench: %s\n", srv.status().ToString().c_str());
-    return 1;
-  }
-  std::fprintf(out, "%d\n", (*srv)->port());
-  std::fflush(out);
-  char line[64];
-  while (std::fgets(line, sizeof line, in) != nullptr) {
-    const absl::string_view cmd = absl::StripAsciiWhitespace(line);
-    if (cmd == "quit") break;
-    if (cmd == "close") {
-      gate->Close();
-      std::fputs("ok\n", out);
-    } else if (cmd == "open") {
-      gate->Open();
-      std::fputs("ok\n", out);
-    } else if (cmd == "entered") {
-      std::fprintf(out, "%d\n", gate->entered());
-    } else if (cmd == "stats") {
-      const server::SchedulerStats st = (*srv)->scheduler_stats();
-      std::fprintf(out, "%lld %lld %lld\n", static_cast<long long>(st.queued_requests),
-                   static_cast<long long>(st.rejected_full),
-                   static_cast<long long>(ProcessCpuUs()));
-    } else {
-      std::fputs("?\n", out);
-    }
-    std::fflush(out);
-  }
-  gate->Open();  // whatever is still held is answered before the drain ends
-  (*srv)->Shutdown();
-  return 0;
-}
-
-// The bench's end of the pipes to the server process. Thread safety: one thread.
-class ServerProcess {
- public:
-  struct Stats {
-    int64_t queued = -1, rejected_full = -1, cpu_us = -1;
-  };
-
-  // Forks the server; called before this process starts anything of gRPC's, which does
-  // not survive a fork.
-  static absl::StatusOr<ServerProcess> Start(int64_t queue) {
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return absl::InternalError("pipe failed");
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork failed");
-    if (pid == 0) {
-      close(to_child[1]);
-      close(from_child[0]);
-      _exit(ServeGated(queue, fdopen(to_child[0], "r"), fdopen(from_child[1], "w")));
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    ServerProcess p;
-    p.pid_ = pid;
-    p.to_ = fdopen(to_child[1], "w");
-    p.from_ = fdopen(from_child[0], "r");
-    if (!absl::SimpleAtoi(p.Read(), &p.port_)) {
-      p.Quit();
-      return absl::InternalError("the server process did not start");
-    }
-    return p;
-  }
-
-  int port() const { return port_; }
-  void Close() { Ask("close"); }
-  void Open() { Ask("open"); }
-  int64_t Entered() {
-    int64_t n = -1;
-    return absl::SimpleAtoi(Ask("entered"), &n) ? n : -1;
-  }
-  Stats GetStats() {
-    Stats st;
-    const std::vector<std::string> f = absl::StrSplit(Ask("stats"), ' ');
-    if (f.size() != 3 || !absl::SimpleAtoi(f[0], &st.queued) ||
-        !absl::SimpleAtoi(f[1], &st.rejected_full) || !absl::SimpleAtoi(f[2], &st.cpu_us)) {
-      return Stats();
-    }
-    return st;
-  }
-  // Stops the server, which drains first; its exit status.
-  int Quit() {
-    std::fputs("quit\n", to_);
-    std::fclose(to_);
-    std::fclose(from_);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  }
-
- private:
-  std::string Ask(const char* cmd) {
-    std::fprintf(to_, "%s\n", cmd);
-    std::fflush(to_);
-    return Read();
-  }
-  std::string Read() {
-    char line[64];
-    if (std::fgets(line, sizeof line, from_) == nullptr) return "";
-    return std::string(absl::StripAsciiWhitespace(line));
-  }
-
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  int port_ = 0;
-};
-
 // What one phase cost: the server's and the client's CPU time and the machine's steal.
 class Phase {
  public:
-  explicit Phase(ServerProcess* srv)
+  explicit Phase(bench::GatedServerProcess* srv)
       : srv_(srv),
         steal_(MachineStealTime()),
         server_cpu_us_(srv->GetStats().cpu_us),
-        client_cpu_us_(ProcessCpuUs()) {}
+        client_cpu_us_(bench::ProcessCpuUs()) {}
   void End() {
-    client_cpu_us_ = ProcessCpuUs() - client_cpu_us_;
+    client_cpu_us_ = bench::ProcessCpuUs() - client_cpu_us_;
     server_cpu_us_ = srv_->GetStats().cpu_us - server_cpu_us_;
     steal_ms_ = StealMs(steal_, MachineStealTime());
   }
@@ -228,7 +96,7 @@ class Phase {
   }
 
  private:
-  ServerProcess* srv_;
+  bench::GatedServerProcess* srv_;
   std::optional<absl::Duration> steal_;
   int64_t server_cpu_us_, client_cpu_us_;
   int64_t steal_ms_ = -1;
@@ -253,7 +121,7 @@ int Run(const CliFlags& f) {
     return 2;
   }
 
-  absl::StatusOr<ServerProcess> srv = ServerProcess::Start(*queue);
+  absl::StatusOr<bench::GatedServerProcess> srv = bench::GatedServerProcess::Start(*queue);
   if (!srv.ok()) {
     std::fprintf(stderr, "normd-rejection-bench: %s\n", srv.status().ToString().c_str());
     return 1;
@@ -317,7 +185,7 @@ int Run(const CliFlags& f) {
   while (srv->GetStats().queued < *queue && absl::Now() < fill_deadline) {
     poll_held(absl::Milliseconds(1));
   }
-  const ServerProcess::Stats before = srv->GetStats();
+  const bench::GatedServerProcess::Stats before = srv->GetStats();
 
   open.start = absl::Now();
   open.end = open.start + absl::Seconds(*duration);
@@ -325,7 +193,7 @@ int Run(const CliFlags& f) {
   Phase rejected_phase(&*srv);
   const LoadStats rejected = OpenLoop(clients, request, open);
   rejected_phase.End();
-  const ServerProcess::Stats after = srv->GetStats();
+  const bench::GatedServerProcess::Stats after = srv->GetStats();
 
   srv->Open();
   int64_t answered = 0, ok = 0;

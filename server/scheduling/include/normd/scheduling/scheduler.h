@@ -17,19 +17,21 @@
 // thread hop; everything else goes through the queue.
 //
 // Thread safety: every method may be called concurrently from any thread.
-#ifndef NORMD_SERVER_SCHEDULING_SCHEDULER_H_
-#define NORMD_SERVER_SCHEDULING_SCHEDULER_H_
+#ifndef NORMD_SCHEDULING_SCHEDULER_H_
+#define NORMD_SCHEDULING_SCHEDULER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "normd/kernels/backend.h"
-#include "server/scheduling/work.h"
+#include "normd/scheduling/work.h"
 
 namespace normd::server {
 
@@ -46,6 +48,10 @@ struct SchedulerOptions {
   int64_t inline_max_bytes = 256 << 10;
   int cpu_executors = 0;   // 0: the CPU backend's thread count
   int cuda_executors = 2;  // one run computing while the next one's copies go
+  // Told of every failed backend run (lane name, requests in it, the status), on the
+  // executor's thread; the scheduling room logs nothing itself. May be empty.
+  std::function<void(absl::string_view lane, size_t requests, const absl::Status& status)>
+      on_backend_error;
 };
 
 // Counters since start, for tests and logs.
@@ -114,4 +120,4 @@ class Scheduler {
 
 }  // namespace normd::server
 
-#endif  // NORMD_SERVER_SCHEDULING_SCHEDULER_H_
+#endif  // NORMD_SCHEDULING_SCHEDULER_H_

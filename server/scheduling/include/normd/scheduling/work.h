@@ -4,8 +4,8 @@
 //
 // Thread safety: a Work is owned by one thread at a time (transport, then the scheduler);
 // `cancelled` may be set from any thread.
-#ifndef NORMD_SERVER_SCHEDULING_WORK_H_
-#define NORMD_SERVER_SCHEDULING_WORK_H_
+#ifndef NORMD_SCHEDULING_WORK_H_
+#define NORMD_SCHEDULING_WORK_H_
 
 #include <atomic>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "normd/kernels/backend.h"
-#include "server/scheduling/job.h"
+#include "normd/scheduling/job.h"
 
 namespace normd::server {
 
@@ -48,4 +48,4 @@ struct Work {
 
 }  // namespace normd::server
 
-#endif  // NORMD_SERVER_SCHEDULING_WORK_H_
+#endif  // NORMD_SCHEDULING_WORK_H_

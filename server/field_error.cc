@@ -1,0 +1,29 @@
+#include "server/field_error.h"
+
+#include "absl/strings/cord.h"
+#include "google/rpc/error_details.pb.h"
+
+namespace normd::server {
+
+absl::Status FieldError(absl::StatusCode code, absl::string_view field,
+                        absl::string_view description) {
+  absl::Status status(code, absl::StrCat(field, ": ", description));
+  google::rpc::BadRequest bad_request;
+  google::rpc::BadRequest::FieldViolation* violation = bad_request.add_field_violations();
+  violation->set_field(std::string(field));
+  violation->set_description(std::string(description));
+  status.SetPayload(kBadRequestTypeUrl, absl::Cord(bad_request.SerializeAsString()));
+  return status;
+}
+
+std::string FieldOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kBadRequestTypeUrl);  // absl::optional
+  google::rpc::BadRequest bad_request;
+  if (!payload || !bad_request.ParseFromString(std::string(*payload)) ||
+      bad_request.field_violations_size() == 0) {
+    return "";
+  }
+  return bad_request.field_violations(0).field();
+}
+
+}  // namespace normd::server
