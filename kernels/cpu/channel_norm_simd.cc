@@ -8,7 +8,7 @@
 #include "hwy/highway.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/cpu/channel_norm_simd.h"
-#include "kernels/cpu/simd-inl.h"
+#include "kernels/cpu/row_pass-inl.h"
 #include "kernels/cpu/stats.h"
 // clang-format on
 

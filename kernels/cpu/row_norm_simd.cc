@@ -18,7 +18,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "kernels/cpu/row_norm_simd.h"
-#include "kernels/cpu/simd-inl.h"
+#include "kernels/cpu/row_pass-inl.h"
 // clang-format on
 
 #include <algorithm>

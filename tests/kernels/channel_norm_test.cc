@@ -35,7 +35,7 @@ class ChannelNormTest : public ::testing::TestWithParam<std::tuple<DType, Layout
 
 void CheckBatchNorm(DType dtype, Layout layout, const Shape& sh, bool training, bool affine,
                     bool running, const std::vector<float>& x_values, std::mt19937_64& rng,
-                    const std::string& what) {
+                    const std::string& what, const CpuBackendOptions& cpu_options = {}) {
   const DType pt = (rng() & 1) ? dtype : DType::kF32;
   Buffer x = Buffer::Of(dtype, x_values);
   Buffer w = Buffer::Of(pt, RandomValues(rng, sh.c, 1, 0.3f));
@@ -73,7 +73,7 @@ void CheckBatchNorm(DType dtype, Layout layout, const Shape& sh, bool training, 
       a.running_var_out = rv_out.view_mut();
     }
   }
-  CpuBackend cpu;
+  CpuBackend cpu(cpu_options);
   ASSERT_TRUE(cpu.BatchNorm(a).ok());
   const reference::BatchNormResult ref = reference::BatchNorm(a);
   ExpectAllMatch(y, ref.y, what + " y");
@@ -89,7 +89,7 @@ void CheckBatchNorm(DType dtype, Layout layout, const Shape& sh, bool training, 
 
 void CheckGroupNorm(DType dtype, Layout layout, const Shape& sh, int64_t groups, bool affine,
                     const std::vector<float>& x_values, std::mt19937_64& rng,
-                    const std::string& what) {
+                    const std::string& what, const CpuBackendOptions& cpu_options = {}) {
   const DType pt = (rng() & 1) ? dtype : DType::kF32;
   Buffer x = Buffer::Of(dtype, x_values);
   Buffer w = Buffer::Of(pt, RandomValues(rng, sh.c, 1, 0.3f));
@@ -108,7 +108,7 @@ void CheckGroupNorm(DType dtype, Layout layout, const Shape& sh, int64_t groups,
   }
   a.eps = 1e-5;
   a.y = y.view_mut();
-  CpuBackend cpu;
+  CpuBackend cpu(cpu_options);
   ASSERT_TRUE(cpu.GroupNorm(a).ok());
   ExpectAllMatch(y, reference::GroupNorm(a), what);
 }
@@ -176,6 +176,40 @@ TEST_P(ChannelNormTest, InstanceNormIsGroupNormPerChannel) {
                    Name("instance_norm", sh, "mean 1e4 var 1"));
     CheckGroupNorm(dtype, layout, sh, sh.c, false, std::vector<float>(n, 2.0f), rng_,
                    Name("instance_norm", sh, "constant"));
+  });
+}
+
+// The parallel paths (split statistics merged by Chan's formula, channels and groups
+// spread over the pool) on shapes far below the size that normally takes them: the
+// threshold forced to 0, three threads on any machine.
+TEST_P(ChannelNormTest, ParallelPathsMatchReference) {
+  CpuBackendOptions parallel;
+  parallel.min_parallel_bytes = 0;
+  parallel.threads = 3;
+  ForEachTarget([&] {
+    const auto& [dtype, layout] = GetParam();
+    for (Shape sh : {Shape{2, 3, 5}, Shape{4, 16, 64}, Shape{1, 2, 9000}, Shape{7, 5, 13}}) {
+      const auto n = sh.n * sh.c * sh.s;
+      for (bool training : {true, false}) {
+        CheckBatchNorm(dtype, layout, sh, training, /*affine=*/true, /*running=*/true,
+                       RandomValues(rng_, n, 0.3f, 2), rng_,
+                       Name("batch_norm", sh, training ? "parallel train" : "parallel eval"),
+                       parallel);
+      }
+      CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 1e4f, 1), rng_,
+                     Name("batch_norm", sh, "parallel mean 1e4 var 1"), parallel);
+    }
+    struct Case {
+      Shape sh;
+      int64_t groups;
+    };
+    for (const Case& c : {Case{{2, 8, 4}, 4}, Case{{3, 32, 49}, 32}, Case{{2, 64, 130}, 8},
+                          Case{{5, 6, 1000}, 3}, Case{{1, 4, 4097}, 1}}) {
+      CheckGroupNorm(dtype, layout, c.sh, c.groups, /*affine=*/true,
+                     RandomValues(rng_, c.sh.n * c.sh.c * c.sh.s, -0.4f, 1.5f), rng_,
+                     Name("group_norm", c.sh, absl::StrCat("parallel G=", c.groups).c_str()),
+                     parallel);
+    }
   });
 }
 

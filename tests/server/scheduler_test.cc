@@ -184,3 +184,49 @@ TEST(SchedulerTest, CancelTakesOnlyQueuedWork) {
 
 }  // namespace
 }  // namespace normd::server
+
+namespace normd::server {
+namespace {
+
+// AUTO routing with a CUDA backend present (a gated backend that reports itself as CUDA
+// and computes on the CPU): inputs of at least cuda_min_bytes go to CUDA, smaller ones to
+// the CPU, and an unhealthy CUDA backend is skipped; explicit preferences are honoured.
+TEST(SchedulerTest, AutoRoutesBySizeAndSkipsAnUnhealthyCudaBackend) {
+  auto cpu = std::make_shared<GatedBackend>(kernels::BackendKind::kCpu);
+  auto cuda = std::make_shared<GatedBackend>(kernels::BackendKind::kCuda);
+  SchedulerOptions o;
+  o.inline_max_bytes = 0;
+  o.cuda_min_bytes = 1024;
+  Scheduler s({cpu, cuda}, o);
+  struct Case {
+    const char* what;
+    BackendPreference preference;
+    int64_t input_bytes;
+    bool cuda_healthy;
+    kernels::BackendKind want;
+  };
+  using K = kernels::BackendKind;
+  for (const Case& c :
+       {Case{"auto, large", BackendPreference::kAuto, 1024, true, K::kCuda},
+        Case{"auto, small", BackendPreference::kAuto, 1023, true, K::kCpu},
+        Case{"auto, large, cuda unhealthy", BackendPreference::kAuto, 1 << 20, false, K::kCpu},
+        Case{"cpu, large", BackendPreference::kCpu, 1 << 20, true, K::kCpu},
+        Case{"cuda, small", BackendPreference::kCuda, 16, true, K::kCuda}}) {
+    SCOPED_TRACE(c.what);
+    cuda->set_healthy(c.cuda_healthy);
+    const int cpu_before = cpu->entered(), cuda_before = cuda->entered();
+    Probe p;
+    std::unique_ptr<Work> w = p.Make(1, 4);
+    w->job.preference = c.preference;
+    w->job.input_bytes = c.input_bytes;
+    ASSERT_TRUE(s.Enqueue(w).ok());
+    p.done.WaitForNotification();
+    ASSERT_TRUE(p.status.ok()) << p.status;
+    EXPECT_EQ(p.result.backend, c.want);
+    EXPECT_EQ(cuda->entered() - cuda_before, c.want == K::kCuda ? 1 : 0);
+    EXPECT_EQ(cpu->entered() - cpu_before, c.want == K::kCpu ? 1 : 0);
+  }
+}
+
+}  // namespace
+}  // namespace normd::server

@@ -42,16 +42,23 @@ class GatedBackend final : public kernels::Backend {
   absl::Status RowNormBatch(absl::Span<const kernels::RowNormArgs> segments) override {
     std::vector<Segment> seen;
     for (const auto& s : segments) seen.push_back({s.rows, s.cols});
-    Enter(std::move(seen));
+    if (absl::Status failure = Enter(std::move(seen)); !failure.ok()) return failure;
     return cpu_.RowNormBatch(segments);
   }
   absl::Status BatchNorm(const kernels::BatchNormArgs& args) override {
-    Enter({{args.n * args.s, args.c}});
+    if (absl::Status failure = Enter({{args.n * args.s, args.c}}); !failure.ok()) return failure;
     return cpu_.BatchNorm(args);
   }
   absl::Status GroupNorm(const kernels::GroupNormArgs& args) override {
-    Enter({{args.n * args.s, args.c}});
+    if (absl::Status failure = Enter({{args.n * args.s, args.c}}); !failure.ok()) return failure;
     return cpu_.GroupNorm(args);
+  }
+
+  // From now on every backend call fails with `failure` (OK: computes again), as a device
+  // error would.
+  void FailWith(absl::Status failure) {
+    absl::MutexLock l(&mu_);
+    failure_ = std::move(failure);
   }
 
   void Close() {
@@ -84,12 +91,14 @@ class GatedBackend final : public kernels::Backend {
     o.threads = 1;
     return o;
   }
-  void Enter(std::vector<Segment> seen) {
+  // Records the call, waits for the gate, and returns the failure to report, if any.
+  absl::Status Enter(std::vector<Segment> seen) {
     absl::MutexLock l(&mu_);
     calls_.push_back(std::move(seen));
     ++entered_;
     changed_.SignalAll();
     while (!open_) changed_.Wait(&mu_);
+    return failure_;
   }
 
   const kernels::BackendKind kind_;
@@ -97,6 +106,7 @@ class GatedBackend final : public kernels::Backend {
   kernels::CpuBackend cpu_;
   mutable absl::Mutex mu_;
   bool open_ = true;
+  absl::Status failure_;
   int entered_ = 0;
   absl::CondVar changed_;
   std::vector<std::vector<Segment>> calls_;

@@ -1,0 +1,158 @@
+// The SIMD element conversions (kernels/cpu/convert-inl.h) on every compiled target,
+// bit for bit against the scalar conversions of dtype.h (which dtype_test.cc checks
+// against the compiler's _Float16 and a nearest search): f16 and bf16 widening over all
+// 65536 patterns; narrowing on every representable value, on each tie between neighbours
+// and just either side of it, on subnormals, overflow, infinities, NaN, and a large
+// random sample of f32 patterns. A truncating or round-half-up store fails the ties.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/kernels/convert_simd_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/convert-inl.h"
+// clang-format on
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+
+// n (a multiple of the vector length) elements of type t at `in`, widened to floats.
+template <DType kT>
+void WidenT(const void* in, size_t n, float* out) {
+  const D d;
+  for (size_t i = 0; i < n; i += hn::Lanes(d))
+    hn::StoreU(LoadAs<kT>(d, Offset(in, kT, i)), d, out + i);
+}
+// n floats narrowed to type t at `out`.
+template <DType kT>
+void NarrowT(const float* in, size_t n, void* out) {
+  const D d;
+  for (size_t i = 0; i < n; i += hn::Lanes(d))
+    StoreAs<kT>(d, hn::LoadU(d, in + i), Offset(out, kT, i));
+}
+
+void WidenImpl(DType t, const void* in, size_t n, float* out) {
+  t == DType::kF16 ? WidenT<DType::kF16>(in, n, out) : WidenT<DType::kBF16>(in, n, out);
+}
+void NarrowImpl(DType t, const float* in, size_t n, void* out) {
+  t == DType::kF16 ? NarrowT<DType::kF16>(in, n, out) : NarrowT<DType::kBF16>(in, n, out);
+}
+size_t LanesImpl() { return hn::Lanes(D()); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "gtest/gtest.h"
+#include "tests/kernels/test_util.h"
+
+namespace normd::kernels::cpu {
+HWY_EXPORT(WidenImpl);
+HWY_EXPORT(NarrowImpl);
+HWY_EXPORT(LanesImpl);
+namespace {
+
+using normd::testing::ForEachTarget;
+
+// Pads `v` to a multiple of the current target's vector length.
+template <class T>
+void Pad(std::vector<T>* v) {
+  const size_t lanes = HWY_DYNAMIC_DISPATCH(LanesImpl)();
+  v->resize((v->size() + lanes - 1) / lanes * lanes);
+}
+
+void ExpectWidensLikeScalar(DType t) {
+  std::vector<uint16_t> bits(65536);
+  for (uint32_t b = 0; b < 65536; ++b) bits[b] = static_cast<uint16_t>(b);
+  Pad(&bits);
+  std::vector<float> got(bits.size());
+  HWY_DYNAMIC_DISPATCH(WidenImpl)(t, bits.data(), bits.size(), got.data());
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float want = LoadElement(t, bits.data(), b);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got[b])) << DTypeName(t) << " pattern " << b;
+    } else {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[b]), std::bit_cast<uint32_t>(want))
+          << DTypeName(t) << " pattern " << b;
+    }
+  }
+}
+
+TEST(ConvertSimdTest, F16WideningIsExactOnEveryPattern) {
+  ForEachTarget([] { ExpectWidensLikeScalar(DType::kF16); });
+}
+
+TEST(ConvertSimdTest, BF16WideningIsExactOnEveryPattern) {
+  ForEachTarget([] { ExpectWidensLikeScalar(DType::kBF16); });
+}
+
+// The floats a narrowing must get right: every representable value of t, each tie
+// between neighbours and the floats just either side of it, both signs; subnormals,
+// overflow, infinities, NaNs; and a random sample of f32 patterns.
+std::vector<float> NarrowingCases(DType t) {
+  std::vector<float> v;
+  const uint32_t top = t == DType::kF16 ? 0x7c00 : 0x7f80;  // +Inf's pattern
+  for (uint32_t b = 0; b < top; ++b) {
+    uint16_t lo_bits = static_cast<uint16_t>(b), hi_bits = static_cast<uint16_t>(b + 1);
+    const float lo = LoadElement(t, &lo_bits, 0), hi = LoadElement(t, &hi_bits, 0);
+    const float mid = lo + (hi - lo) / 2;  // exact: one more bit than t has
+    for (float sign : {1.0f, -1.0f}) {
+      for (float f : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+        v.push_back(sign * f);
+      }
+    }
+  }
+  for (float f :
+       {65504.0f, 65519.996f, 65520.0f, 65536.0f, 1e10f, 3.4e38f, INFINITY, 0x1p-24f, 0x1p-25f,
+        0x1.8p-25f, 0x1p-26f, 0x1p-126f, 0x1p-149f, 0.0f, std::numeric_limits<float>::quiet_NaN(),
+        std::bit_cast<float>(0x7f800001u),  // signalling NaN
+        std::bit_cast<float>(0x7fbfffffu)}) {
+    v.push_back(f);
+    v.push_back(-f);
+  }
+  std::mt19937 rng(2026);
+  for (int i = 0; i < 1 << 20; ++i) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  return v;
+}
+
+void ExpectNarrowsLikeScalar(DType t) {
+  std::vector<float> in = NarrowingCases(t);
+  const size_t n = in.size();
+  Pad(&in);
+  std::vector<uint16_t> got(in.size());
+  HWY_DYNAMIC_DISPATCH(NarrowImpl)(t, in.data(), in.size(), got.data());
+  int failures = 0;
+  for (size_t i = 0; i < n && failures < 5; ++i) {
+    uint16_t want;
+    StoreElement(t, &want, 0, in[i]);
+    const bool nan_want = std::isnan(in[i]);
+    const bool ok = nan_want ? (got[i] & 0x7fff) > (t == DType::kF16 ? 0x7c00 : 0x7f80) &&
+                                   (got[i] & 0x8000) == (want & 0x8000)
+                             : got[i] == want;
+    if (!ok) {
+      ADD_FAILURE() << DTypeName(t) << ": " << in[i] << " (bits 0x" << std::hex
+                    << std::bit_cast<uint32_t>(in[i]) << ") narrowed to 0x" << got[i]
+                    << ", expected 0x" << want << std::dec;
+      ++failures;
+    }
+  }
+}
+
+TEST(ConvertSimdTest, F16NarrowingRoundsToNearestEven) {
+  ForEachTarget([] { ExpectNarrowsLikeScalar(DType::kF16); });
+}
+
+TEST(ConvertSimdTest, BF16NarrowingRoundsToNearestEven) {
+  ForEachTarget([] { ExpectNarrowsLikeScalar(DType::kBF16); });
+}
+
+}  // namespace
+}  // namespace normd::kernels::cpu
+#endif  // HWY_ONCE
