@@ -2,7 +2,7 @@
 """The serving-core benchmark of BENCHMARKS.md in one run: starts normd, drives it with
 normbench, and prints a markdown table of every figure with the targets beside them.
 
-  client/bench/serving_bench.py [--build build] [--duration 5] [--rounds 3] [--json out.json]
+  bench/serving_bench.py [--build build] [--duration 5] [--rounds 3] [--json out.json]
 
 Measures, on one machine and one server build, with the same 1x4096 f32 payload:
   1. Echo vs Normalize (RMSNorm), unary and streaming, concurrency 1, 16, 64; then the
@@ -97,7 +97,7 @@ def bench(build, port, duration, *flags):
 
 def rejection(build, rate, duration):
     return run_leg(
-        [os.path.join(build, "server", "normd-rejection-bench"), "--rate", str(rate),
+        [os.path.join(build, "bench", "normd-rejection-bench"), "--rate", str(rate),
          "--duration", str(duration)],
         ["rejection", rate],
         lambda r: any(too_much_steal(r[k]["machine_steal_ms"], duration)

@@ -59,7 +59,7 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   DType in = DType::kF32, out = DType::kF32;
   for (const RowNormArgs& a : segments) {
     if (a.rows == 0 || a.cols == 0) continue;
-    // (offset + weight) is formed in fp32, as SEMANTICS.md defines it.
+    // (offset + weight) is formed in fp32, as docs/semantics.md defines it.
     const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
     Segment& s = segs.emplace_back();
     s.args = &a;

@@ -1,6 +1,6 @@
 // Chan's merge of partial statistics, shared by the CPU kernels.
 //
-// Precision plan of the CPU backend (SEMANTICS.md allows "fp32 or wider"):
+// Precision plan of the CPU backend (docs/semantics.md allows "fp32 or wider"):
 // - Every sum (the mean, sums of squares for RMSNorm/L2Norm, squared deviations for the
 //   variance) is accumulated in double. Outputs near zero (x close to the mean, or a bias
 //   or residual cancelling the normalized value) carry the error of the statistics

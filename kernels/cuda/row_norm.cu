@@ -4,7 +4,7 @@
 // row for the whole block. The row is read from global memory once (16-byte vector loads
 // with a peeled head and tail), widened to fp32 (h formed in fp32) into shared memory,
 // and its statistics accumulated in double: the same precision plan as the CPU backend,
-// so both meet SEMANTICS.md's one-ulp rule the same way. Rows too long for shared memory
+// so both meet docs/semantics.md's one-ulp rule the same way. Rows too long for shared memory
 // are read a second time from global memory (L2) instead.
 #include <algorithm>
 

@@ -18,7 +18,7 @@ RowNormResult RowNorm(const RowNormArgs& a) {
     for (int64_t i = 0; i < a.cols; ++i) {
       double v = a.x.at(base + i);
       if (add_then_norm) {
-        // SEMANTICS.md: h is an fp32 quantity (alpha an fp32 scalar, one rounding); the
+        // docs/semantics.md: h is an fp32 quantity (alpha an fp32 scalar, one rounding); the
         // statistics are taken on it before it is rounded to the output dtype.
         const double alpha = static_cast<float>(a.alpha);
         v = static_cast<float>(alpha * a.skip.at(base + i) + v);

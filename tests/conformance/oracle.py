@@ -11,7 +11,7 @@ from harness import TORCH_DTYPE
 
 
 def residual_sum(x, skip, alpha):
-    """SEMANTICS.md: h = alpha * skip + x in fp32 (alpha an fp32 scalar), rounded once."""
+    """docs/semantics.md: h = alpha * skip + x in fp32 (alpha an fp32 scalar), rounded once."""
     a = float(torch.tensor(alpha, dtype=torch.float32))
     return (a * skip + x).float().double()
 

@@ -1,6 +1,6 @@
 """Conformance of a live normd with PyTorch: every op x dtype x option over real gRPC
 (unary, and a stream), compared with torch.nn.functional / the RMSNorm formulas within
-SEMANTICS.md's tolerances."""
+docs/semantics.md's tolerances."""
 import itertools
 import unittest
 

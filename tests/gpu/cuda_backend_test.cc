@@ -1,5 +1,5 @@
 // The CUDA backend against the float64 reference: every row-wise op and option x dtype x
-// hidden size (1, 3, 64, 128, 4097, 8192, 16384, 65536) on random and SEMANTICS.md's
+// hidden size (1, 3, 64, 128, 4097, 8192, 16384, 65536) on random and docs/semantics.md's
 // adversarial rows, row counts up to 65536, a ragged batch, and BatchNorm / GroupNorm /
 // InstanceNorm in both layouts. Without a CUDA device (CI) every test skips, saying why.
 #include "normd/kernels/cuda_backend.h"

@@ -1,5 +1,5 @@
 // CPU LayerNorm / RMSNorm / L2Norm (and their residual fusions) against the float64
-// reference, for every dtype, on random shapes and on SEMANTICS.md's adversarial rows.
+// reference, for every dtype, on random shapes and on docs/semantics.md's adversarial rows.
 #include <random>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // Helpers for tests that compare a backend with the float64 reference: typed byte
-// buffers, random and adversarial data, and the accuracy rule of SEMANTICS.md.
+// buffers, random and adversarial data, and the accuracy rule of docs/semantics.md.
 // Not thread-safe (tests are single-threaded).
 #ifndef NORMD_TESTS_KERNELS_TEST_UTIL_H_
 #define NORMD_TESTS_KERNELS_TEST_UTIL_H_
@@ -74,7 +74,7 @@ inline int64_t OrderedBits(DType t, float v) {
   return (b & 0x8000) ? -static_cast<int64_t>(b & 0x7fff) : static_cast<int64_t>(b);
 }
 
-// SEMANTICS.md: F32 |y - ref| <= 1e-5 (1 + |ref|); F16/BF16 within one ulp of ref rounded.
+// docs/semantics.md: F32 |y - ref| <= 1e-5 (1 + |ref|); F16/BF16 within one ulp of ref rounded.
 inline ::testing::AssertionResult Matches(DType t, float y, double ref) {
   if (std::isnan(ref) || std::isnan(y)) {
     if (std::isnan(ref) && std::isnan(y)) return ::testing::AssertionSuccess();

@@ -1,4 +1,4 @@
-// The float64 scalar oracle of every op family: the formulas of SEMANTICS.md evaluated in
+// The float64 scalar oracle of every op family: the formulas of docs/semantics.md evaluated in
 // double on the (already rounded) inputs, unrounded outputs. Tests compare every backend
 // with it. Deliberately simple and slow; stateless, safe from any thread.
 //
