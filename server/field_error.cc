@@ -16,14 +16,4 @@ absl::Status FieldError(absl::StatusCode code, absl::string_view field,
   return status;
 }
 
-std::string FieldOf(const absl::Status& status) {
-  const auto payload = status.GetPayload(kBadRequestTypeUrl);  // absl::optional
-  google::rpc::BadRequest bad_request;
-  if (!payload || !bad_request.ParseFromString(std::string(*payload)) ||
-      bad_request.field_violations_size() == 0) {
-    return "";
-  }
-  return bad_request.field_violations(0).field();
-}
-
 }  // namespace normd::server

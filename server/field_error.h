@@ -30,9 +30,6 @@ absl::Status InvalidField(absl::string_view field, const Parts&... parts) {
   return FieldError(absl::StatusCode::kInvalidArgument, field, absl::StrCat(parts...));
 }
 
-// The field a status names, or "" when it names none.
-std::string FieldOf(const absl::Status& status);
-
 }  // namespace normd::server
 
 #endif  // NORMD_SERVER_FIELD_ERROR_H_

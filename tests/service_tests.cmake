@@ -6,7 +6,7 @@ add_executable(server_test
   server/deepnorm_test.cc
   server/machine_steal_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(server_test PRIVATE normd_transport normd_common normd_testing
+target_link_libraries(server_test PRIVATE normd_transport normd_client normd_common normd_testing
   GTest::gtest_main GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 

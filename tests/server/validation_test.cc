@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/field_error.h"
+#include "normd/client.h"
 #include "server/request_builder.h"
 #include "tests/server/request_factory.h"
 
@@ -368,7 +368,7 @@ TEST_P(ValidationTest, RejectsWithCodeAndFieldMessage) {
   // The field travels as a google.rpc.BadRequest payload, not only in the message: the
   // message reads "FIELD: description", and the payload names the same FIELD.
   const std::string message(job.status().message());
-  const std::string field = FieldOf(job.status());
+  const std::string field = ErrorField(job.status());  // the client library's reader
   EXPECT_FALSE(field.empty()) << "no field violation in " << job.status();
   EXPECT_EQ(message.substr(0, message.find(": ")), field) << job.status();
   for (const std::string& part : c.message_parts) {
