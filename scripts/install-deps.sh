@@ -7,10 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config protobuf-compiler libprotobuf-dev libgrpc++-dev
-          protobuf-compiler-grpc libabsl-dev libspdlog-dev libhwy-dev)
+          protobuf-compiler-grpc libabsl-dev libspdlog-dev libhwy-dev libcpp-httplib-dev)
 if [[ ${1:-} == --test ]]; then
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy
-             python3-grpcio python3-grpc-tools)
+             python3-grpcio python3-grpc-tools python3-prometheus-client prometheus)
   # Debian's npm, unless an npm is already there (a Node.js installed another way conflicts
   # with Debian's).
   command -v npm >/dev/null || packages+=(npm)

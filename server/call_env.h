@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "normd/scheduling/scheduler.h"
 #include "normd/v1/normd.pb.h"
+#include "server/metrics/metrics.h"
 #include "server/tensor_checks.h"
 
 namespace normd::server {
@@ -30,6 +31,7 @@ struct ServiceOptions {
 
 struct CallEnv {
   Scheduler* scheduler = nullptr;
+  metrics::Metrics* metrics = nullptr;  // every answered request is recorded here
   ServiceOptions options;
 };
 

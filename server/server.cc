@@ -42,9 +42,14 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
                   status.ToString());
   };
   s->scheduler_ = std::make_unique<Scheduler>(std::move(backends), scheduler_options);
-  s->drain_timeout_ = options.drain_timeout;
+  s->shutdown_timeout_ = options.shutdown_timeout;
 
+  s->metrics_ = std::make_unique<metrics::Metrics>(
+      NORMD_VERSION, kernels::CpuBackend::SimdTarget(),
+      std::any_of(s->scheduler_->backends().begin(), s->scheduler_->backends().end(),
+                  [](const auto& b) { return b->kind() == kernels::BackendKind::kCuda; }));
   s->env_.scheduler = s->scheduler_.get();
+  s->env_.metrics = s->metrics_.get();
   ServiceOptions& service_options = s->env_.options;
   service_options.max_message_bytes = options.max_message_bytes;
   service_options.stream_window = std::max(1, options.stream_window);
@@ -82,6 +87,22 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
       while (q->Next(&tag, &ok)) static_cast<CqEvent*>(tag)->Run(ok);
     });
   }
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> endpoint =
+        metrics::MetricsEndpoint::Start(options.metrics_listen,
+                                        [srv = s.get()] { return srv->MetricsText(); });
+    if (!endpoint.ok()) return endpoint.status();
+    s->metrics_endpoint_ = *std::move(endpoint);
+    spdlog::info("metrics on http://{}/metrics (port {})", options.metrics_listen,
+                 s->metrics_endpoint_->port());
+  }
+  if (options.log_summary_interval > absl::ZeroDuration()) {
+    s->log_summary_ = std::make_unique<LogSummary>(
+        options.log_summary_interval, s->metrics_.get(), [srv = s.get()] {
+          const SchedulerStats st = srv->scheduler_->stats();
+          return metrics::Gauges{st.queued_requests, st.in_flight};
+        });
+  }
   s->health_.SetServing("", true);
   s->health_.SetServing(v1::NormService::service_full_name(), true);
   if (s->diagnostics_enabled_) {
@@ -98,19 +119,28 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   return s;
 }
 
+void NormServer::BeginDrain() { health_.Shutdown(); }
+
+std::string NormServer::MetricsText() const {
+  const SchedulerStats st = scheduler_->stats();
+  return metrics_->Exposition({st.queued_requests, st.in_flight});
+}
+
 void NormServer::Shutdown() {
   if (!server_ || shut_down_) return;
   shut_down_ = true;
   // Health first, so that probes and balancers stop sending before the listener closes.
-  health_.Shutdown();
+  BeginDrain();
   // Calls in flight keep being served by the transport threads until they finish or the
   // drain timeout cancels them; then the scheduler answers what it still holds (its
   // completions post to the queues, which must still be open); then the queues close and
   // their threads leave once every event is taken.
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + drain_timeout_));
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + shutdown_timeout_));
   scheduler_->Shutdown();
   for (auto& q : queues_) q->Shutdown();
   for (auto& t : transport_) t.join();
+  log_summary_.reset();
+  metrics_endpoint_.reset();
 }
 
 NormServer::~NormServer() { Shutdown(); }

@@ -20,6 +20,9 @@
 #include "grpcpp/server.h"
 #include "server/calls.h"
 #include "server/health_service.h"
+#include "server/log_summary.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_endpoint.h"
 
 namespace normd::server {
 
@@ -36,8 +39,13 @@ struct ServerOptions {
   bool enable_diagnostics = true;  // serve normd.v1.DiagnosticsService (Echo, EchoStream)
   // Tests only: the backends to serve with instead of the machine's.
   std::vector<std::shared_ptr<kernels::Backend>> backends;
-  // How long Shutdown lets calls in flight finish before cancelling them.
-  absl::Duration drain_timeout = absl::Seconds(5);
+  // How long Shutdown lets accepted calls finish before cancelling them.
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+  // HOST:PORT of the Prometheus /metrics endpoint; empty: none (metrics are recorded
+  // anyway, for the log summary).
+  std::string metrics_listen;
+  // How often a summary line is logged at info; zero: never.
+  absl::Duration log_summary_interval = absl::ZeroDuration();
 };
 
 class NormServer {
@@ -46,10 +54,16 @@ class NormServer {
   ~NormServer();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
+  // The /metrics text as a scrape would read it now.
+  std::string MetricsText() const;
   SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
   void Wait() { server_->Wait(); }
-  // Health NOT_SERVING, stop accepting calls, let the calls in flight finish (cancelling
-  // those still running after drain_timeout), then stop the scheduler. Idempotent.
+  // Health NOT_SERVING for "" and every service, at once; calls are still accepted and
+  // served (the drain delay: balancers and probes notice first). Idempotent.
+  void BeginDrain();
+  // BeginDrain, stop accepting calls, let the accepted ones finish (cancelling those still
+  // running after shutdown_timeout), then stop the scheduler. Idempotent.
   void Shutdown();
 
  private:
@@ -58,6 +72,7 @@ class NormServer {
   // Declared so that the server goes before its queues and services, and those before
   // the scheduler and env the calls use.
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<metrics::Metrics> metrics_;
   CallEnv env_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   AsyncService service_;
@@ -66,8 +81,10 @@ class NormServer {
   HealthService health_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::thread> transport_;  // one per queue; joined by Shutdown
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<LogSummary> log_summary_;
   int port_ = 0;
-  absl::Duration drain_timeout_;
+  absl::Duration shutdown_timeout_;
   std::string cuda_absent_reason_ = "not probed";
   bool shut_down_ = false;
 };

@@ -8,6 +8,7 @@
 #include "grpcpp/support/async_stream.h"
 #include "server/calls.h"
 #include "server/cq_event.h"
+#include "server/request_log.h"
 #include "server/status_map.h"
 
 namespace normd::server {
@@ -111,6 +112,7 @@ class StreamCall final {
   void Submit(Slot* slot) {
     if (echo_) {
       EchoInto(slot->request, &slot->response);
+      Record(slot, absl::OkStatus(), nullptr);
       Advance([&] { slot->ready = true; });
       return;
     }
@@ -118,6 +120,7 @@ class StreamCall final {
         MakeWork(env_, slot->request, &slot->response, deadline_, &cancelled_);
     if (!work.ok()) {
       SetError(work.status(), slot);
+      Record(slot, work.status(), nullptr);
       Advance([&] { slot->ready = true; });
       return;
     }
@@ -133,6 +136,7 @@ class StreamCall final {
       } else {
         SetError(status, slot);
       }
+      Record(slot, status, &result);
       Advance([&] {
         --pending_;
         slot->work_id = 0;
@@ -140,7 +144,10 @@ class StreamCall final {
       });
     };
     absl::StatusOr<uint64_t> id = env_.scheduler->Enqueue(*work);
-    if (!id.ok()) SetError(id.status(), slot);
+    if (!id.ok()) {
+      SetError(id.status(), slot);
+      Record(slot, id.status(), nullptr);
+    }
     bool cancel = false;
     Advance([&] {
       slot->submitting = false;
@@ -182,6 +189,13 @@ class StreamCall final {
     slot->submitting = false;
     slot->ready = false;
     return slot;
+  }
+
+  // The slot's request is answered: metrics and access log (request_log.h).
+  void Record(Slot* slot, const absl::Status& status, const WorkResult* result) {
+    RecordAnswer(env_.metrics,
+                 {&slot->request, &slot->response, status, result, slot->start, echo_},
+                 [this] { return context_.peer(); });
   }
 
   static void SetError(const absl::Status& status, Slot* slot) {

@@ -6,8 +6,8 @@
 #include "server/calls.h"
 #include "server/cq_event.h"
 #include "server/norm_service.h"
+#include "server/request_log.h"
 #include "server/status_map.h"
-#include "spdlog/spdlog.h"
 
 namespace normd::server {
 
@@ -91,32 +91,37 @@ class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::Normalize
   void Relisten() override { new NormalizeCall(at_); }
 
   void Handle() override {
-    const absl::Time start = absl::Now();
+    start_ = absl::Now();
     const CallEnv& env = *at_.env;
     absl::StatusOr<std::unique_ptr<Work>> work =
         MakeWork(env, request_, &response_, CallDeadline(context_), &cancelled_);
     if (!work.ok()) {
-      spdlog::debug("request {} rejected: {}", request_.id(), work.status().ToString());
-      Finish(ToGrpcStatus(work.status()));
+      Answer(work.status(), nullptr);
       return;
     }
-    (*work)->done = [this, start](const absl::Status& status, const WorkResult& result) {
-      if (status.ok()) {
-        SetTiming(result, start, &response_);
-      } else {
-        response_.Clear();
-      }
-      Finish(ToGrpcStatus(status));
+    (*work)->done = [this](const absl::Status& status, const WorkResult& result) {
+      if (status.ok()) SetTiming(result, start_, &response_);
+      Answer(status, &result);
     };
     // The call stays alive until this thread has returned: its finish is reported on
     // this thread's queue.
     absl::StatusOr<uint64_t> id = env.scheduler->Enqueue(*work);
     if (!id.ok()) {
-      response_.Clear();
-      Finish(ToGrpcStatus(id.status()));
+      Answer(id.status(), nullptr);
       return;
     }
     work_id_.store(*id);
+  }
+
+  // Records the answer and finishes the call (the last touch of it: Finish may free it).
+  void Answer(const absl::Status& status, const WorkResult* result) {
+    if (!status.ok()) {
+      response_.Clear();  // partial outputs never travel with an error
+      response_.set_id(request_.id());
+    }
+    RecordAnswer(at_.env->metrics, {&request_, &response_, status, result, start_, false},
+                 [this] { return context_.peer(); });
+    Finish(ToGrpcStatus(status));
   }
 
   void OnCancel() override {
@@ -130,6 +135,7 @@ class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::Normalize
 
   std::atomic<bool> cancelled_{false};  // read by the scheduler's executors
   std::atomic<uint64_t> work_id_{0};
+  absl::Time start_;  // when the request was received
 };
 
 class EchoCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeResponse> {
@@ -140,7 +146,10 @@ class EchoCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeRespo
  private:
   void Relisten() override { new EchoCall(at_); }
   void Handle() override {
+    const absl::Time start = absl::Now();
     EchoInto(request_, &response_);
+    RecordAnswer(at_.env->metrics, {&request_, &response_, absl::OkStatus(), nullptr, start, true},
+                 [this] { return context_.peer(); });
     Finish(grpc::Status::OK);
   }
 };

@@ -4,6 +4,8 @@ add_executable(server_test
   server/robustness_test.cc
   server/scheduler_test.cc
   server/deepnorm_test.cc
+  server/config_test.cc
+  server/metrics_test.cc
   server/machine_steal_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(server_test PRIVATE normd_transport normd_client normd_common normd_testing
@@ -29,6 +31,16 @@ foreach(suite conformance normctl)
     TIMEOUT 600
     ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
+
+# Operations against the built binaries: configuration, JSON logs, metrics scraped by
+# Debian's prometheus and parsed by python3-prometheus-client, and the drain on SIGTERM
+# (also under normbench load).
+add_test(NAME python_operations
+  COMMAND ${NORMD_PYTHON} -m unittest -v test_operations
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/operations)
+set_tests_properties(python_operations PROPERTIES
+  TIMEOUT 600
+  ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
 
 # The rejection benchmark's own checks, at a low rate and without reading its timings:
 # every call on the held-full queue answered UNAVAILABLE, none lost or answered with

@@ -28,9 +28,12 @@ std::string CpuBackend::device() const {
 #else
   const char* arch = "cpu";
 #endif
+  return absl::StrCat(arch, ", ", threads(), " threads, SIMD ", SimdTarget());
+}
+
+std::string CpuBackend::SimdTarget() {
   const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  return absl::StrCat(arch, ", ", threads(), " threads, SIMD ",
-                      targets.empty() ? "none" : hwy::TargetName(targets.front()));
+  return targets.empty() ? "none" : hwy::TargetName(targets.front());
 }
 
 int CpuBackend::ThreadsFor(int64_t elements, DType in, DType out, int max_threads) const {

@@ -45,6 +45,8 @@ class CpuBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::kCpu; }
   std::string device() const override;
   int threads() const override;
+  // The SIMD target the kernels dispatch to on this CPU (Highway's name, e.g. "AVX3").
+  static std::string SimdTarget();
 
   absl::Status RowNorm(const RowNormArgs& args) override;
   // One pool dispatch over the rows of every segment (static contiguous chunks of the
