@@ -1,9 +1,14 @@
 #include "normd/client.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpcpp/create_channel.h"
@@ -31,8 +36,12 @@ absl::Status FromGrpc(const grpc::Status& s) {
 class GrpcNormalizeStream final : public NormalizeStream {
  public:
   // Opens the stream with `open(context)`: NormalizeStream or EchoStream of a stub.
-  template <class Open>
-  explicit GrpcNormalizeStream(Open open) : stream_(open(&context_)) {}
+  // `prepare` sets the context up (credentials) first.
+  template <class Prepare, class Open>
+  GrpcNormalizeStream(Prepare prepare, Open open) {
+    prepare(&context_);
+    stream_ = open(&context_);
+  }
   bool Write(const v1::NormalizeRequest& request) override { return stream_->Write(request); }
   bool Read(v1::NormalizeResponse* response) override { return stream_->Read(response); }
   absl::Status Finish() override {
@@ -47,6 +56,54 @@ class GrpcNormalizeStream final : public NormalizeStream {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::NormalizeRequest, v1::NormalizeResponse>> stream_;
 };
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The first line of the token file that is neither blank nor a comment.
+absl::StatusOr<std::string> ReadToken(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path, "token_file");
+  if (!text.ok()) return text.status();
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && line.front() != '#') return std::string(line);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("token_file: '", path, "' holds no token"));
+}
+
+// Plaintext, or TLS with the CA (and the client certificate for mutual TLS).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const ClientOptions& o, grpc::ChannelArguments* args) {
+  if (o.tls_ca_file.empty() && o.tls_cert_file.empty() && o.tls_key_file.empty()) {
+    return grpc::InsecureChannelCredentials();
+  }
+  if (o.tls_ca_file.empty()) {
+    return absl::InvalidArgumentError("tls_ca_file: required for TLS (with a client certificate)");
+  }
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("tls_cert_file, tls_key_file: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (const auto& [path, out, what] :
+       {std::tuple{&o.tls_ca_file, &ssl.pem_root_certs, "tls_ca_file"},
+        std::tuple{&o.tls_cert_file, &ssl.pem_cert_chain, "tls_cert_file"},
+        std::tuple{&o.tls_key_file, &ssl.pem_private_key, "tls_key_file"}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadFile(*path, what);
+    if (!pem.ok()) return pem.status();
+    *out = *std::move(pem);
+  }
+  if (!o.tls_server_name.empty()) {
+    args->SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, o.tls_server_name);
+  }
+  return grpc::SslCredentials(ssl);
+}
 
 }  // namespace
 
@@ -69,16 +126,31 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
   // Several resolved addresses (ipv4:a,b or DNS with many records): spread the calls.
   args.SetLoadBalancingPolicyName("round_robin");
   if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentials(options, &args);
+  if (!credentials.ok()) return credentials.status();
+  std::string authorization;
+  if (!options.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadToken(options.token_file);
+    if (!token.ok()) return token.status();
+    authorization = absl::StrCat("Bearer ", *token);
+  }
+  auto channel = grpc::CreateCustomChannel(target, *credentials, args);
   if (channel == nullptr)
     return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
   return std::unique_ptr<Client>(new Client(v1::NormService::NewStub(channel),
-                                            v1::DiagnosticsService::NewStub(channel), options));
+                                            v1::DiagnosticsService::NewStub(channel), options,
+                                            std::move(authorization)));
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() +
                         absl::ToChronoMicroseconds(options_.timeout));
+  Authorize(context);
+}
+
+void Client::Authorize(grpc::ClientContext* context) const {
+  if (!authorization_.empty()) context->AddMetadata("authorization", authorization_);
 }
 
 absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeRequest& request) {
@@ -98,6 +170,7 @@ void Client::EchoAsync(v1::NormalizeRequest request, Callback done) {
 }
 
 void Client::BindStreamAsync(grpc::ClientContext* context, StreamReactor* reactor, bool echo) {
+  Authorize(context);
   if (echo) {
     diagnostics_->async()->EchoStream(context, reactor);
   } else {
@@ -160,11 +233,13 @@ absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& r
 
 std::unique_ptr<NormalizeStream> Client::OpenStream() {
   return std::make_unique<GrpcNormalizeStream>(
+      [this](grpc::ClientContext* c) { Authorize(c); },
       [this](grpc::ClientContext* c) { return stub_->NormalizeStream(c); });
 }
 
 std::unique_ptr<NormalizeStream> Client::OpenEchoStream() {
   return std::make_unique<GrpcNormalizeStream>(
+      [this](grpc::ClientContext* c) { Authorize(c); },
       [this](grpc::ClientContext* c) { return diagnostics_->EchoStream(c); });
 }
 

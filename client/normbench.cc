@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "credential_flags.h"
 #include "normd/client.h"
 #include "normd/common/cli_flags.h"
 #include "normd/common/machine_steal.h"
@@ -159,6 +160,7 @@ int Run(const CliFlags& f) {
   ClientOptions options;
   options.timeout = absl::Milliseconds(*timeout_ms);
   options.own_connection = true;
+  ApplyCredentialFlags(f, &options);
   Setup setup;
   std::vector<std::unique_ptr<Client>> clients;
   for (int64_t i = 0; i < *connections; ++i) {
@@ -240,23 +242,17 @@ int Run(const CliFlags& f) {
 }  // namespace normd
 
 int main(int argc, char** argv) {
-  normd::CliFlags flags({{"target", false},
-                         {"op", false},
-                         {"shape", false},
-                         {"dtype", false},
-                         {"concurrency", false},
-                         {"duration", false},
-                         {"stream", true},
-                         {"echo", true},
-                         {"rate", false},
-                         {"backend", false},
-                         {"timeout-ms", false},
-                         {"connections", false},
-                         {"json", false},
-                         {"help", true}});
+  std::map<std::string, bool> known = {
+      {"target", false},      {"op", false},       {"shape", false},      {"dtype", false},
+      {"concurrency", false}, {"duration", false}, {"stream", true},      {"echo", true},
+      {"rate", false},        {"backend", false},  {"timeout-ms", false}, {"connections", false},
+      {"json", false},        {"help", true}};
+  normd::AddCredentialFlags(&known);
+  normd::CliFlags flags(known);
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
     if (!s.ok()) std::fprintf(stderr, "normbench: %s\n", std::string(s.message()).c_str());
     std::fputs(normd::kUsage, stderr);
+    std::fputs(normd::kCredentialUsage, stderr);
     return s.ok() ? 0 : 2;
   }
   normd::TuneProcessForMessages();

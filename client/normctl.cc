@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "credential_flags.h"
 #include "normd/client.h"
 #include "normd/common/cli_flags.h"
 #include "normd/common/status_macros.h"
@@ -176,6 +177,7 @@ class Ctl {
     ClientOptions options;
     NORMD_ASSIGN_OR_RETURN(auto ms, f_.GetInt("timeout-ms", 30000));
     options.timeout = absl::Milliseconds(ms);
+    ApplyCredentialFlags(f_, &options);
     NORMD_ASSIGN_OR_RETURN(auto c,
                            Client::Create(f_.GetString("target", "localhost:50051"), options));
     client_ = std::move(c);
@@ -334,10 +336,13 @@ absl::Status Ctl::Run(const std::string& op) {
 }  // namespace normd
 
 int main(int argc, char** argv) {
-  normd::CliFlags flags(normd::kFlags);
+  std::map<std::string, bool> known = normd::kFlags;
+  normd::AddCredentialFlags(&known);
+  normd::CliFlags flags(known);
   absl::Status s = flags.Parse(argc, argv);
   if (s.ok() && flags.GetBool("help")) {
     std::fputs(normd::kUsage, stdout);
+    std::fputs(normd::kCredentialUsage, stdout);
     return 0;
   }
   if (s.ok() && flags.positional().size() != 1) {

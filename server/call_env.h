@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "normd/scheduling/scheduler.h"
 #include "normd/v1/normd.pb.h"
+#include "server/auth.h"
 #include "server/metrics/metrics.h"
 #include "server/tensor_checks.h"
 
@@ -31,7 +32,8 @@ struct ServiceOptions {
 
 struct CallEnv {
   Scheduler* scheduler = nullptr;
-  metrics::Metrics* metrics = nullptr;  // every answered request is recorded here
+  metrics::Metrics* metrics = nullptr;       // every answered request is recorded here
+  const TokenAuthenticator* auth = nullptr;  // null: no token required
   ServiceOptions options;
 };
 

@@ -61,6 +61,8 @@ std::optional<metrics::Rejection> RejectionOf(absl::StatusCode code) {
       return metrics::Rejection::kQueueFull;
     case absl::StatusCode::kFailedPrecondition:
       return metrics::Rejection::kNoBackend;
+    case absl::StatusCode::kUnauthenticated:
+      return metrics::Rejection::kUnauthenticated;
     default:
       return std::nullopt;
   }
@@ -90,7 +92,7 @@ void RecordAnswer(metrics::Metrics* metrics, const Answer& a,
   if (metrics != nullptr) {
     metrics->Record(r);
     // Refused before compute: no backend result.
-    if (a.result == nullptr && !a.status.ok() && !a.echo) {
+    if (a.result == nullptr && !a.status.ok()) {
       if (const auto why = RejectionOf(r.code)) metrics->RecordRejection(*why);
     }
   }

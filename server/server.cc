@@ -13,6 +13,29 @@
 #include "spdlog/spdlog.h"
 
 namespace normd::server {
+namespace {
+
+int Millis(absl::Duration d) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
+}
+
+void SetConnectionArguments(const ServerOptions::Connections& c, grpc::ServerBuilder* b) {
+  b->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, c.max_concurrent_streams);
+  b->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Millis(c.keepalive_time));
+  b->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(c.keepalive_timeout));
+  b->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                        Millis(c.min_ping_interval));
+  b->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                        c.permit_pings_without_calls ? 1 : 0);
+  for (const auto& [arg, d] :
+       {std::pair{GRPC_ARG_MAX_CONNECTION_AGE_MS, c.max_connection_age},
+        std::pair{GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, c.max_connection_age_grace},
+        std::pair{GRPC_ARG_MAX_CONNECTION_IDLE_MS, c.max_connection_idle}}) {
+    if (d > absl::ZeroDuration()) b->AddChannelArgument(arg, Millis(d));
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOptions& options) {
   if (options.max_message_bytes <= 0 || options.max_message_bytes > INT32_MAX) {
@@ -50,6 +73,17 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
                   [](const auto& b) { return b->kind() == kernels::BackendKind::kCuda; }));
   s->env_.scheduler = s->scheduler_.get();
   s->env_.metrics = s->metrics_.get();
+  if (!options.auth_token_file.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth =
+        TokenAuthenticator::Start(options.auth_token_file, options.reload_interval);
+    if (!auth.ok()) return auth.status();
+    s->auth_ = *std::move(auth);
+    s->env_.auth = s->auth_.get();
+  }
+  TlsOptions tls = options.tls;
+  tls.reload_interval = options.reload_interval;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(tls);
+  if (!credentials.ok()) return credentials.status();
   ServiceOptions& service_options = s->env_.options;
   service_options.max_message_bytes = options.max_message_bytes;
   service_options.stream_window = std::max(1, options.stream_window);
@@ -61,7 +95,8 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, *credentials, &s->port_);
+  SetConnectionArguments(options.connections, &builder);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(&s->service_);
@@ -114,8 +149,12 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
                     b->kind() == kernels::BackendKind::kCuda ? "cuda [" : "cpu [", b->device(),
                     "]");
   }
-  spdlog::info("normd listening on {} (port {}), {} transport thread(s), backends: {}",
-               options.listen, s->port_, threads, backends_desc);
+  spdlog::info("normd listening on {} (port {}), {}, {} transport thread(s), backends: {}",
+               options.listen, s->port_,
+               options.tls.cert_file.empty()        ? "plaintext"
+               : options.tls.client_ca_file.empty() ? "TLS"
+                                                    : "mutual TLS",
+               threads, backends_desc);
   return s;
 }
 

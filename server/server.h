@@ -18,11 +18,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
+#include "server/auth.h"
 #include "server/calls.h"
 #include "server/health_service.h"
 #include "server/log_summary.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
+#include "server/tls.h"
 
 namespace normd::server {
 
@@ -46,6 +48,25 @@ struct ServerOptions {
   std::string metrics_listen;
   // How often a summary line is logged at info; zero: never.
   absl::Duration log_summary_interval = absl::ZeroDuration();
+  // Plaintext, TLS or mutual TLS (tls.h).
+  TlsOptions tls;
+  // Bearer tokens normd's services require, one a line; empty: none required (auth.h).
+  std::string auth_token_file;
+  // How often the certificate, key, CA and token files are checked for changes.
+  absl::Duration reload_interval = absl::Seconds(10);
+  // Connection hygiene (gRPC channel arguments); a zero duration leaves gRPC's default
+  // (unlimited) where noted.
+  struct Connections {
+    int max_concurrent_streams = 1024;               // per connection
+    absl::Duration keepalive_time = absl::Hours(2);  // server pings an idle connection
+    absl::Duration keepalive_timeout = absl::Seconds(20);
+    // Clients may ping at most this often; more often: GOAWAY (too_many_pings).
+    absl::Duration min_ping_interval = absl::Seconds(10);
+    bool permit_pings_without_calls = true;
+    absl::Duration max_connection_age;        // zero: unlimited
+    absl::Duration max_connection_age_grace;  // zero: unlimited
+    absl::Duration max_connection_idle;       // zero: unlimited
+  } connections;
 };
 
 class NormServer {
@@ -73,6 +94,7 @@ class NormServer {
   // the scheduler and env the calls use.
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<TokenAuthenticator> auth_;
   CallEnv env_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   AsyncService service_;

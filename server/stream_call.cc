@@ -38,6 +38,18 @@ class StreamCall final {
     }
     new StreamCall(at_, echo_);
     deadline_ = CallDeadline(context_);
+    if (env_.auth != nullptr) {
+      if (absl::Status st = env_.auth->Check(context_); !st.ok()) {
+        if (env_.metrics != nullptr)
+          env_.metrics->RecordRejection(metrics::Rejection::kUnauthenticated);
+        {
+          absl::MutexLock l(&mu_);
+          finished_ = true;
+        }
+        Finish(ToGrpcStatus(st));
+        return;
+      }
+    }
     absl::MutexLock l(&mu_);
     reading_ = true;
     next_ = std::make_unique<Slot>();

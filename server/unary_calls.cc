@@ -43,6 +43,9 @@ class UnaryCall {
   }
   virtual void Relisten() = 0;  // arms the next listener for this method
   virtual void Handle() = 0;
+  // A call without an accepted bearer token (auth.h): answered with `status` instead of
+  // Handle. Calls that record their answers override it.
+  virtual void Reject(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
   virtual void OnCancel() {}
 
   void Finish(const grpc::Status& status) {
@@ -63,6 +66,12 @@ class UnaryCall {
       return;
     }
     Relisten();
+    if (at_.env->auth != nullptr) {
+      if (absl::Status s = at_.env->auth->Check(context_); !s.ok()) {
+        Reject(s);
+        return;
+      }
+    }
     Handle();
   }
   void Finished(bool) {
@@ -113,6 +122,11 @@ class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::Normalize
     work_id_.store(*id);
   }
 
+  void Reject(const absl::Status& status) override {
+    start_ = absl::Now();
+    Answer(status, nullptr);
+  }
+
   // Records the answer and finishes the call (the last touch of it: Finish may free it).
   void Answer(const absl::Status& status, const WorkResult* result) {
     if (!status.ok()) {
@@ -145,12 +159,15 @@ class EchoCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeRespo
 
  private:
   void Relisten() override { new EchoCall(at_); }
-  void Handle() override {
+  void Handle() override { Answer(absl::OkStatus()); }
+  void Reject(const absl::Status& status) override { Answer(status); }
+
+  void Answer(const absl::Status& status) {
     const absl::Time start = absl::Now();
-    EchoInto(request_, &response_);
-    RecordAnswer(at_.env->metrics, {&request_, &response_, absl::OkStatus(), nullptr, start, true},
+    if (status.ok()) EchoInto(request_, &response_);
+    RecordAnswer(at_.env->metrics, {&request_, &response_, status, nullptr, start, true},
                  [this] { return context_.peer(); });
-    Finish(grpc::Status::OK);
+    Finish(ToGrpcStatus(status));
   }
 };
 

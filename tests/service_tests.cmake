@@ -35,12 +35,15 @@ endforeach()
 # Operations against the built binaries: configuration, JSON logs, metrics scraped by
 # Debian's prometheus and parsed by python3-prometheus-client, and the drain on SIGTERM
 # (also under normbench load).
-add_test(NAME python_operations
-  COMMAND ${NORMD_PYTHON} -m unittest -v test_operations
-  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/operations)
-set_tests_properties(python_operations PROPERTIES
-  TIMEOUT 600
-  ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
+# Security: TLS, mutual TLS, rotation and bearer tokens with openssl-made certificates.
+foreach(suite operations security)
+  add_test(NAME python_${suite}
+    COMMAND ${NORMD_PYTHON} -m unittest -v test_${suite}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/operations)
+  set_tests_properties(python_${suite} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
+endforeach()
 
 # The rejection benchmark's own checks, at a low rate and without reading its timings:
 # every call on the held-full queue answered UNAVAILABLE, none lost or answered with

@@ -37,6 +37,14 @@ struct ClientOptions {
   // true gives this client a connection of its own (load generators open several, as
   // many independent callers would).
   bool own_connection = false;
+  // Transport security. tls_ca_file set: TLS, the server's certificate checked against
+  // this PEM CA bundle; tls_cert_file and tls_key_file: the client certificate that
+  // mutual TLS asks for; tls_server_name: the name to check the server's certificate for
+  // instead of the target's host (and to send as SNI).
+  std::string tls_ca_file, tls_cert_file, tls_key_file, tls_server_name;
+  // A file holding the bearer token (its first line that is neither blank nor a comment),
+  // sent as `authorization: Bearer <token>` on every call; empty: none.
+  std::string token_file;
 };
 
 // A bidirectional NormalizeStream: write requests, read one response per request.
@@ -104,15 +112,21 @@ class Client {
 
  private:
   Client(std::unique_ptr<v1::NormService::Stub> stub,
-         std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics, ClientOptions options)
-      : stub_(std::move(stub)), diagnostics_(std::move(diagnostics)), options_(options) {}
-  void Prepare(grpc::ClientContext* context) const;
+         std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics, ClientOptions options,
+         std::string authorization)
+      : stub_(std::move(stub)),
+        diagnostics_(std::move(diagnostics)),
+        options_(std::move(options)),
+        authorization_(std::move(authorization)) {}
+  void Prepare(grpc::ClientContext* context) const;    // deadline and credentials
+  void Authorize(grpc::ClientContext* context) const;  // the bearer token, if any
   absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request);
   void CallAsync(bool echo, v1::NormalizeRequest request, Callback done);
 
   std::unique_ptr<v1::NormService::Stub> stub_;
   std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics_;  // Echo, EchoStream
   ClientOptions options_;
+  std::string authorization_;  // "Bearer <token>", or empty
 };
 
 // The request field a failed call names (google.rpc.BadRequest in the status's details),
