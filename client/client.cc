@@ -138,9 +138,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
   auto channel = grpc::CreateCustomChannel(target, *credentials, args);
   if (channel == nullptr)
     return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
-  return std::unique_ptr<Client>(new Client(v1::NormService::NewStub(channel),
-                                            v1::DiagnosticsService::NewStub(channel), options,
-                                            std::move(authorization)));
+  return std::unique_ptr<Client>(
+      new Client(v1::NormService::NewStub(channel), v1::DiagnosticsService::NewStub(channel),
+                 grpc::health::v1::Health::NewStub(channel), options, std::move(authorization)));
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
@@ -249,6 +249,16 @@ absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
   v1::GetServerInfoResponse info;
   if (absl::Status s = FromGrpc(stub_->GetServerInfo(&context, {}, &info)); !s.ok()) return s;
   return info;
+}
+
+absl::StatusOr<bool> Client::CheckHealth(const std::string& service) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  if (absl::Status s = FromGrpc(health_->Check(&context, request, &response)); !s.ok()) return s;
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 absl::StatusOr<v1::GetDeepNormCoefficientsResponse> Client::GetDeepNormCoefficients(

@@ -16,7 +16,7 @@ namespace {
 
 constexpr char kUsage[] =
     R"(usage: normctl [--target HOST:PORT] [--backend auto|cpu|cuda] [--timeout-ms N] OP [flags]
-OP: layer-norm rms-norm l2-norm batch-norm group-norm instance-norm qk-norm info deepnorm
+OP: layer-norm rms-norm l2-norm batch-norm group-norm instance-norm qk-norm info deepnorm health
 tensors (.npy): --input --output --weight --bias --running-mean --running-var --skip --sum-out
                 --q --k --q-weight --k-weight --q-out --k-out --stats-out PREFIX
 parameters:     --eps --normalized-ndim --eps-placement inside|outside --weight-offset
@@ -25,9 +25,11 @@ parameters:     --eps --normalized-ndim --eps-placement inside|outside --weight-
                 --placement add-then-norm|norm-then-add --kind rms|layer|l2 --use-running-stats
                 --dtype f32|f16|bf16 (wire dtype; default: the .npy's)
 deepnorm:       --arch encoder|decoder|encoder-decoder --encoder-layers N --decoder-layers M
+health:         [--service NAME] (grpc.health.v1; exit 0 when SERVING, 1 otherwise)
 )";
 
 const std::map<std::string, bool> kFlags = {{"target", false},
+                                            {"service", false},
                                             {"backend", false},
                                             {"timeout-ms", false},
                                             {"input", false},
@@ -190,6 +192,14 @@ class Ctl {
 
 absl::Status Ctl::Run(const std::string& op) {
   NORMD_RETURN_IF_ERROR(Connect());
+  if (op == "health") {  // the container's HEALTHCHECK
+    const std::string service = f_.GetString("service", "");
+    NORMD_ASSIGN_OR_RETURN(bool serving, client_->CheckHealth(service));
+    std::cout << (service.empty() ? "normd" : service) << ": "
+              << (serving ? "SERVING" : "NOT_SERVING") << "\n";
+    return serving ? absl::OkStatus()
+                   : absl::UnavailableError(absl::StrCat(service, " is not serving"));
+  }
   if (op == "info") {
     NORMD_ASSIGN_OR_RETURN(auto info, client_->GetServerInfo());
     std::cout << info.DebugString();

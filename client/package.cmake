@@ -22,6 +22,7 @@ install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT client
         FILES_MATCHING PATTERN "*.pb.h")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/proto/normd ${PROJECT_SOURCE_DIR}/proto/google
+        ${PROJECT_SOURCE_DIR}/proto/grpc
         DESTINATION ${CMAKE_INSTALL_DATADIR}/normd/proto COMPONENT client
         FILES_MATCHING PATTERN "*.proto")
 

@@ -14,6 +14,10 @@ if [[ ${1:-} == --test ]]; then
   # Debian's npm, unless an npm is already there (a Node.js installed another way conflicts
   # with Debian's).
   command -v npm >/dev/null || packages+=(npm)
+  # The operations tests: openssl certificates, the container image (podman, debootstrap,
+  # jq), the manifests (kubectl kustomize, yamllint).
+  packages+=(openssl podman buildah debootstrap jq yamllint)
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 
 # npm's tools (tools/package.json, pinned by its lock file) once npm is there.

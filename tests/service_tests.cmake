@@ -78,3 +78,15 @@ add_test(NAME client_package
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/consumer_test.sh ${CMAKE_BINARY_DIR}
           $<TARGET_FILE:normd>)
 set_tests_properties(client_package PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+
+# The container image and the Kubernetes manifests, as an operator meets them.
+add_test(NAME dockerfile_lint
+  COMMAND ${PROJECT_SOURCE_DIR}/tools/node_modules/.bin/dockerfilelint Dockerfile
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+add_test(NAME k8s_manifests
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/k8s/manifests_test.sh ${PROJECT_SOURCE_DIR})
+# Builds the image with podman from a locally made debian:12 and runs normd from it (about
+# 10 minutes on 2 cores, 4 GB of scratch storage, removed afterwards). Needs root.
+add_test(NAME container_image
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/container/image_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(container_image PROPERTIES TIMEOUT 2400 RUN_SERIAL TRUE)

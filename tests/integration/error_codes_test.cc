@@ -1,6 +1,7 @@
 // The error-code policy, one test per row of the README's error table, over real gRPC on
 // loopback: each code normd returns, in the situation the table names, as a client sees
 // it (with the field for INVALID_ARGUMENT read from the google.rpc.BadRequest details).
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -152,6 +153,27 @@ TEST_F(ErrorCodesTest, CancelledWhenTheClientCancels) {
     ASSERT_LT(absl::Now(), until) << "the server never dropped the cancelled request";
     absl::SleepFor(absl::Milliseconds(1));
   }
+}
+
+TEST_F(ErrorCodesTest, UnauthenticatedWithoutAnAcceptedToken) {
+  const std::string dir = ::testing::TempDir();
+  const std::string tokens = dir + "/error_codes_tokens", mine = dir + "/error_codes_token";
+  std::ofstream(tokens) << "accepted\n";
+  std::ofstream(mine) << "not-accepted\n";
+  server::ServerOptions options;
+  options.auth_token_file = tokens;
+  Start(options);
+  auto r = client_->Normalize(Rms());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnauthenticated) << r.status();
+  ClientOptions with_token;
+  with_token.token_file = mine;
+  auto wrong = Client::Create(target_, with_token);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ((*wrong)->Normalize(Rms()).status().code(), absl::StatusCode::kUnauthenticated);
+  std::ofstream(mine) << "accepted\n";
+  auto right = Client::Create(target_, with_token);
+  ASSERT_TRUE(right.ok());
+  EXPECT_TRUE((*right)->Normalize(Rms()).ok());
 }
 
 TEST_F(ErrorCodesTest, InternalWhenTheBackendFails) {

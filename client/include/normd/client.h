@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "normd/requests.h"
 #include "normd/v1/normd.grpc.pb.h"
 #include "normd/version.h"
@@ -106,16 +107,20 @@ class Client {
                                             v1::NormalizeResponse* response, grpc::Status* status,
                                             void* tag);
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
+  // grpc.health.v1.Health/Check of `service` ("": the whole server): true when SERVING.
+  absl::StatusOr<bool> CheckHealth(const std::string& service = "");
   absl::StatusOr<v1::GetDeepNormCoefficientsResponse> GetDeepNormCoefficients(v1::Architecture arch,
                                                                               int encoder_layers,
                                                                               int decoder_layers);
 
  private:
   Client(std::unique_ptr<v1::NormService::Stub> stub,
-         std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics, ClientOptions options,
+         std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics,
+         std::unique_ptr<grpc::health::v1::Health::Stub> health, ClientOptions options,
          std::string authorization)
       : stub_(std::move(stub)),
         diagnostics_(std::move(diagnostics)),
+        health_(std::move(health)),
         options_(std::move(options)),
         authorization_(std::move(authorization)) {}
   void Prepare(grpc::ClientContext* context) const;    // deadline and credentials
@@ -125,6 +130,7 @@ class Client {
 
   std::unique_ptr<v1::NormService::Stub> stub_;
   std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics_;  // Echo, EchoStream
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   ClientOptions options_;
   std::string authorization_;  // "Bearer <token>", or empty
 };
