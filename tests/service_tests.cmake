@@ -20,29 +20,23 @@ target_link_libraries(integration_test PRIVATE normd_transport normd_load normd_
   GTest::gtest_main)
 gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)
 
-# The PyTorch conformance suite and the normctl CLI suite: Debian's /usr/bin/python3 with
-# python3-torch, python3-numpy and python3-grpcio, against the built binaries.
+# The Python suites, Debian's /usr/bin/python3 (python3-torch, -numpy, -grpcio,
+# -prometheus-client) against the built binaries, by directory:
+#   conformance/: every op against PyTorch (conformance), normctl end to end (normctl);
+#   operations/:  configuration, JSON logs, metrics scraped by Debian's prometheus, the
+#                 drain on SIGTERM also under normbench load (operations); TLS, mutual TLS,
+#                 rotation and bearer tokens with openssl-made certificates (security).
 set(NORMD_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch, numpy and grpcio")
-foreach(suite conformance normctl)
+foreach(entry conformance/conformance conformance/normctl operations/operations
+              operations/security)
+  get_filename_component(dir ${entry} DIRECTORY)
+  get_filename_component(suite ${entry} NAME)
   add_test(NAME python_${suite}
     COMMAND ${NORMD_PYTHON} -m unittest -v test_${suite}
-    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/conformance)
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${dir})
   set_tests_properties(python_${suite} PROPERTIES
     TIMEOUT 600
-    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
-endforeach()
-
-# Operations against the built binaries: configuration, JSON logs, metrics scraped by
-# Debian's prometheus and parsed by python3-prometheus-client, and the drain on SIGTERM
-# (also under normbench load).
-# Security: TLS, mutual TLS, rotation and bearer tokens with openssl-made certificates.
-foreach(suite operations security)
-  add_test(NAME python_${suite}
-    COMMAND ${NORMD_PYTHON} -m unittest -v test_${suite}
-    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/operations)
-  set_tests_properties(python_${suite} PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
 
 # The rejection benchmark's own checks, at a low rate and without reading its timings:
