@@ -229,6 +229,48 @@ class MetricsTest(unittest.TestCase):
                 prom.wait(30)
 
 
+class ConnectionsTest(unittest.TestCase):
+    """Connection hygiene reaches gRPC: the per-connection stream limit and idle closing."""
+
+    def test_max_concurrent_streams_holds_a_second_call_on_the_connection(self):
+        s = Normd("--listen", "127.0.0.1:0", "--max-concurrent-streams", "1")
+        try:
+            with grpc.insecure_channel(s.target) as ch:
+                stub = pb_grpc.NormServiceStub(ch)
+                stub.Normalize(rms_request(), timeout=10)  # connected
+                held = threading.Event()
+
+                def requests():
+                    yield rms_request("s1")
+                    held.wait(20)  # the stream stays open, holding the only slot
+
+                stream = stub.NormalizeStream(requests(), timeout=30)
+                self.assertEqual(next(stream).id, "s1")
+                with self.assertRaises(grpc.RpcError) as e:
+                    stub.Normalize(rms_request(), timeout=1)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+                held.set()
+                list(stream)
+                self.assertEqual(stub.Normalize(rms_request("after"), timeout=10).id, "after")
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_an_idle_connection_is_closed(self):
+        s = Normd("--listen", "127.0.0.1:0", "--max-connection-idle", "300ms")
+        try:
+            with grpc.insecure_channel(s.target) as ch:
+                states = []
+                ch.subscribe(states.append, try_to_connect=False)
+                pb_grpc.NormServiceStub(ch).Normalize(rms_request(), timeout=10)
+                deadline = time.time() + 10
+                while time.time() < deadline and grpc.ChannelConnectivity.IDLE not in states[1:]:
+                    time.sleep(0.1)
+                ready = states.index(grpc.ChannelConnectivity.READY)
+                self.assertIn(grpc.ChannelConnectivity.IDLE, states[ready:], states)  # GOAWAY
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+
 class DrainTest(unittest.TestCase):
     def test_sigterm_turns_health_not_serving_serves_through_the_delay_then_exits_0(self):
         s = Normd("--listen", "127.0.0.1:0", "--drain-delay", "2s", "--shutdown-timeout", "5s")
