@@ -2,8 +2,9 @@
 # The container image, built and run for real with Debian's podman (no Docker engine or
 # registry is reachable here):
 #   1. a debian:12 base made locally (debootstrap minbase, imported and tagged 12-slim too);
-#   2. `podman build --format docker` (OCI images drop HEALTHCHECK) of the Dockerfile (vfs, chroot isolation, host
-#      network, no pulls) in a scratch storage root;
+#   2. `podman build --format docker` (OCI image configs drop HEALTHCHECK) of the
+#      Dockerfile (vfs storage, chroot isolation, host network, no pulls) in a scratch
+#      storage root;
 #   3. the image's root filesystem mounted, and normd started from it as the image's user
 #      (chroot --userspec; `podman run` cannot set resource limits on this machine);
 #   4. a health check, a normctl call, and the image's own HEALTHCHECK command, all run
@@ -39,15 +40,14 @@ rm -rf "$work/rootfs"
 
 step "podman build (vfs, chroot isolation)"
 start=$(date +%s)
-"${podman[@]}" build --isolation chroot --network host --pull=never -t normd:test \
+"${podman[@]}" build --format docker --isolation chroot --network host --pull=never -t normd:test \
   -f "$repo/Dockerfile" "$repo" >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
 step "built in $(( $(date +%s) - start )) s"
 
 config=$("${podman[@]}" image inspect normd:test --format '{{json .Config}}')
 user=$(jq -r .User <<<"$config")
 healthcheck=$("${podman[@]}" image inspect normd:test --format '{{json .HealthCheck}}' 2>/dev/null)
-[[ $healthcheck == null || -z $healthcheck ]] &&
-  healthcheck=$(jq -c .Healthcheck <<<"$config")
+[[ $healthcheck != null && -n $healthcheck ]] || { echo "the image has no HEALTHCHECK"; exit 1; }
 step "user $user; healthcheck $healthcheck"
 [[ $user == 10001:10001 ]] || { echo "image user is '$user', expected 10001:10001"; exit 1; }
 jq -e '.Labels["org.opencontainers.image.title"] == "normd"' <<<"$config" >/dev/null
