@@ -97,6 +97,9 @@ absl::Status ConfigureLogging(absl::string_view level, absl::string_view format)
   spdlog::set_default_logger(main);
   spdlog::set_level(lvl);
   spdlog::flush_on(spdlog::level::info);
+  // Debug access lines are not flushed one by one; a pipe (kubectl logs) sees them within
+  // a second anyway.
+  spdlog::flush_every(std::chrono::seconds(1));
   return absl::OkStatus();
 }
 
