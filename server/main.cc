@@ -19,6 +19,16 @@
 extern char** environ;
 
 int main(int argc, char** argv) {
+  // Block the stop signals first, before any thread starts (spdlog's flusher, gRPC's,
+  // the pools), so that every thread inherits the mask and one thread waits for them
+  // synchronously: a thread that did not would take SIGTERM's default action and end the
+  // process without a drain.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   absl::StatusOr<normd::server::ServerConfig> config =
       normd::server::ParseConfig(argc, argv, environ);
   if (!config.ok()) {
@@ -40,14 +50,6 @@ int main(int argc, char** argv) {
   options.shutdown_timeout = config->shutdown_timeout;
   options.metrics_listen = config->metrics_listen;
   options.log_summary_interval = config->log_summary_interval;
-
-  // Block the stop signals here so that every thread inherits the mask and one thread
-  // waits for them synchronously.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto server = normd::server::NormServer::Start(options);
   if (!server.ok()) {
