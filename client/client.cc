@@ -105,6 +105,24 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
   return grpc::SslCredentials(ssl);
 }
 
+// The channel's service config: round_robin, and for both of normd's services the retry
+// policy on UNAVAILABLE with its budget (ClientOptions::Retry).
+std::string ServiceConfig(const ClientOptions::Retry& r) {
+  auto seconds = [](absl::Duration d) { return absl::StrCat(absl::ToDoubleSeconds(d), "s"); };
+  std::string method_config;
+  if (r.max_attempts > 1) {
+    method_config = absl::StrCat(
+        R"(, "methodConfig": [{"name": [{"service": "normd.v1.NormService"},)",
+        R"( {"service": "normd.v1.DiagnosticsService"}], "retryPolicy": {"maxAttempts": )",
+        r.max_attempts, R"(, "initialBackoff": ")", seconds(r.initial_backoff),
+        R"(", "maxBackoff": ")", seconds(r.max_backoff), R"(", "backoffMultiplier": )",
+        r.backoff_multiplier, R"(, "retryableStatusCodes": ["UNAVAILABLE"]}}],)",
+        R"( "retryThrottling": {"maxTokens": )", r.budget_max_tokens, R"(, "tokenRatio": )",
+        r.budget_token_ratio, "}");
+  }
+  return absl::StrCat(R"({"loadBalancingConfig": [{"round_robin": {}}])", method_config, "}");
+}
+
 }  // namespace
 
 std::string ErrorField(const absl::Status& status) {
@@ -123,8 +141,21 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  // Several resolved addresses (ipv4:a,b or DNS with many records): spread the calls.
-  args.SetLoadBalancingPolicyName("round_robin");
+  if (options.retry.max_attempts < 1 || options.retry.max_attempts > 5) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("retry.max_attempts: expected 1 to 5, got ", options.retry.max_attempts));
+  }
+  // round_robin over several resolved addresses (ipv4:a,b or DNS with many records) and
+  // the retry policy, in a service config that the resolver may not replace.
+  args.SetServiceConfigJSON(ServiceConfig(options.retry));
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, options.retry.buffer_bytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // pings on idle connections too
   if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ChannelCredentials(options, &args);

@@ -35,7 +35,11 @@ constexpr char kUsage[] =
     "usage: normbench [--target HOST:PORT] [--op rms-norm|layer-norm|l2-norm] [--shape 1x4096]\n"
     "                 [--dtype f32|f16|bf16] [--concurrency N] [--duration SECONDS] [--stream]\n"
     "                 [--echo] [--rate RPS] [--backend auto|cpu|cuda] [--timeout-ms MS]\n"
-    "                 [--connections N] [--json FILE]\n"
+    "                 [--connections N] [--json FILE] [--max-attempts 1..5]\n"
+    "  --target       any gRPC target; several addresses (ipv4:A:P,B:P or dns:///) are\n"
+    "                 balanced round_robin\n"
+    "  --max-attempts attempts per call: UNAVAILABLE (a replica gone, a full queue) is\n"
+    "                 retried on the next address with backoff (default 5; 1: never)\n"
     "  --concurrency  callers, each with one request in flight (one stream each with\n"
     "                 --stream), driven by gRPC callbacks rather than a thread each\n"
     "  --connections  gRPC connections to open; callers and calls take turns (default 1)\n"
@@ -161,6 +165,13 @@ int Run(const CliFlags& f) {
   options.timeout = absl::Milliseconds(*timeout_ms);
   options.own_connection = true;
   ApplyCredentialFlags(f, &options);
+  absl::StatusOr<int64_t> max_attempts = f.GetInt("max-attempts", options.retry.max_attempts);
+  if (!max_attempts.ok() || *max_attempts < 1 || *max_attempts > 5) {
+    std::fprintf(stderr, "normbench: --max-attempts: expected 1 to 5, got '%s'\n",
+                 f.GetString("max-attempts").c_str());
+    return 2;
+  }
+  options.retry.max_attempts = static_cast<int>(*max_attempts);
   Setup setup;
   std::vector<std::unique_ptr<Client>> clients;
   for (int64_t i = 0; i < *connections; ++i) {
@@ -243,10 +254,11 @@ int Run(const CliFlags& f) {
 
 int main(int argc, char** argv) {
   std::map<std::string, bool> known = {
-      {"target", false},      {"op", false},       {"shape", false},      {"dtype", false},
-      {"concurrency", false}, {"duration", false}, {"stream", true},      {"echo", true},
-      {"rate", false},        {"backend", false},  {"timeout-ms", false}, {"connections", false},
-      {"json", false},        {"help", true}};
+      {"target", false},  {"op", false},           {"shape", false},
+      {"dtype", false},   {"concurrency", false},  {"duration", false},
+      {"stream", true},   {"echo", true},          {"rate", false},
+      {"backend", false}, {"timeout-ms", false},   {"connections", false},
+      {"json", false},    {"max-attempts", false}, {"help", true}};
   normd::AddCredentialFlags(&known);
   normd::CliFlags flags(known);
   if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {

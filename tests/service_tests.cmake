@@ -13,7 +13,7 @@ target_link_libraries(server_test PRIVATE normd_transport normd_client normd_com
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
-  integration/error_codes_test.cc
+  integration/error_codes_test.cc integration/retry_test.cc
   integration/transport_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(integration_test PRIVATE normd_transport normd_load normd_testing

@@ -36,7 +36,11 @@ class ServingTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
     target_ = absl::StrCat("127.0.0.1:", server_->port());
-    auto c = Client::Create(target_, {});
+    // The server's own answers: a retried rejection would be rejected again and counted
+    // twice (retry_test.cc covers the client's retries).
+    ClientOptions no_retries;
+    no_retries.retry.max_attempts = 1;
+    auto c = Client::Create(target_, no_retries);
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
     stub_ =

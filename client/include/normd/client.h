@@ -46,6 +46,29 @@ struct ClientOptions {
   // A file holding the bearer token (its first line that is neither blank nor a comment),
   // sent as `authorization: Bearer <token>` on every call; empty: none.
   std::string token_file;
+  // Retries, by gRPC's retry policy in the channel's service config: a call that fails
+  // UNAVAILABLE before the server answered (a replica gone, a full queue, a shutdown) is
+  // tried again, on the next address of the target (round_robin), after an exponential
+  // backoff, up to max_attempts attempts in all (gRPC caps it at 5). retryThrottling keeps a
+  // budget: when more than about half the recent calls fail, retries stop until calls
+  // succeed again. Every normd call is idempotent, a pure function of its request.
+  // RESOURCE_EXHAUSTED (a message over a limit) is never retried: it would fail again.
+  struct Retry {
+    int max_attempts = 5;  // 1: no retries
+    absl::Duration initial_backoff = absl::Milliseconds(20);
+    absl::Duration max_backoff = absl::Seconds(1);
+    double backoff_multiplier = 2;
+    int budget_max_tokens = 100;  // retryThrottling.maxTokens
+    double budget_token_ratio = 0.1;
+    // gRPC keeps a call's request for a retry only up to this many bytes (its default is
+    // 256 KiB); a larger request is committed once sent and a failure is final.
+    int buffer_bytes = 16 << 20;
+  } retry;
+  // Keepalive pings on a connection idle this long (with or without calls), so that a
+  // dead peer is noticed; at or above the server's --keepalive-min-ping-interval (10 s by
+  // default), which answers more frequent pings with GOAWAY.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 
 // A bidirectional NormalizeStream: write requests, read one response per request.
