@@ -82,27 +82,41 @@ def error_fields(rpc_error):
 
 
 class Server:
-    """A normd process on an ephemeral loopback port; stopped at exit."""
+    """A normd process, stopped at exit. By default it listens on an ephemeral loopback
+    port (listen=False: the arguments or `env` say where). Its output lines are kept in
+    .lines, read by a thread so that it never blocks on a full pipe."""
 
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([NORMD_BIN, "--listen", "127.0.0.1:0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def __init__(self, *args, env=None, listen=True):
+        argv = [NORMD_BIN, *(["--listen", "127.0.0.1:0"] if listen else []), *args]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})})
+        self.lines = []
         self.port = None
-        for line in self.proc.stdout:
-            if "listening on" in line:
-                self.port = int(line.split("(port ")[1].split(")")[0])
-                break
+        started = threading.Event()
+
+        def read():
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                if self.port is None and "listening on" in line:
+                    self.port = int(line.split("(port ")[1].split(")")[0])
+                    started.set()
+            started.set()
+
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        started.wait(30)
         if self.port is None:
-            raise RuntimeError(f"normd did not start (exit {self.proc.poll()})")
-        # Keep draining the log so the server never blocks on a full pipe.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+            raise RuntimeError(f"normd did not start (exit {self.proc.poll()}): {''.join(self.lines)}")
         self.target = f"127.0.0.1:{self.port}"
         atexit.register(self.stop)
 
-    def stop(self):
+    def stop(self, timeout=30):
+        """SIGTERM (unless it already ended); its exit code."""
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=10)
+        code = self.proc.wait(timeout)
+        self.reader.join(5)
+        return code
 
 
 def rounded(values, dtype):

@@ -13,6 +13,7 @@
 #include "normd/client.h"
 #include "normd/testing/gated_backend.h"
 #include "server/server.h"
+#include "tests/integration/gated_server.h"
 
 namespace normd {
 namespace {
@@ -21,18 +22,13 @@ using testing::GatedBackend;
 
 class ErrorCodesTest : public ::testing::Test {
  protected:
-  // A server on a gated CPU backend with one executor and no inline path, so that a test
-  // decides when queued requests run.
+  // A gated server (gated_server.h): a test decides when queued requests run.
   void Start(server::ServerOptions options = {}) {
-    gate_ = std::make_shared<GatedBackend>();
-    options.listen = "127.0.0.1:0";
-    options.backends = {gate_};
-    options.scheduler.cpu_executors = 1;
-    options.scheduler.inline_max_bytes = 0;
-    auto s = server::NormServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    target_ = absl::StrCat("127.0.0.1:", server_->port());
+    absl::StatusOr<testing::GatedServer> g = testing::StartGatedServer(options);
+    ASSERT_TRUE(g.ok()) << g.status();
+    gate_ = g->gate;
+    server_ = std::move(g->server);
+    target_ = g->target;
     auto c = Client::Create(target_, {});
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);

@@ -10,6 +10,7 @@
 #include "normd/client.h"
 #include "normd/testing/gated_backend.h"
 #include "server/server.h"
+#include "tests/integration/gated_server.h"
 
 namespace normd {
 namespace {
@@ -18,20 +19,16 @@ using testing::GatedBackend;
 
 class RetryTest : public ::testing::Test {
  protected:
-  // One executor, no inline path, a queue of one: one request in the closed backend and
-  // one queued fill the server; the next is UNAVAILABLE.
+  // A gated server (gated_server.h) with a queue of one: one request in the closed backend
+  // and one queued fill it; the next is UNAVAILABLE.
   void SetUp() override {
-    gate_ = std::make_shared<GatedBackend>();
     server::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.backends = {gate_};
-    options.scheduler.cpu_executors = 1;
-    options.scheduler.inline_max_bytes = 0;
     options.scheduler.max_queue_requests = 1;
-    auto s = server::NormServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    target_ = absl::StrCat("127.0.0.1:", server_->port());
+    absl::StatusOr<testing::GatedServer> g = testing::StartGatedServer(options);
+    ASSERT_TRUE(g.ok()) << g.status();
+    gate_ = g->gate;
+    server_ = std::move(g->server);
+    target_ = g->target;
   }
   void TearDown() override {
     gate_->Open();

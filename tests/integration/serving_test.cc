@@ -15,6 +15,7 @@
 #include "normd/client.h"
 #include "normd/testing/gated_backend.h"
 #include "server/server.h"
+#include "tests/integration/gated_server.h"
 #include "tests/integration/oracle.h"
 
 namespace normd {
@@ -25,17 +26,13 @@ using testing::GatedBackend;
 class ServingTest : public ::testing::Test {
  protected:
   void Start(server::SchedulerOptions sched = {}) {
-    gate_ = std::make_shared<GatedBackend>();
     server::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    sched.cpu_executors = 1;
-    sched.inline_max_bytes = 0;
     options.scheduler = sched;
-    options.backends = {gate_};
-    auto s = server::NormServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    target_ = absl::StrCat("127.0.0.1:", server_->port());
+    absl::StatusOr<testing::GatedServer> g = testing::StartGatedServer(options);
+    ASSERT_TRUE(g.ok()) << g.status();
+    gate_ = g->gate;
+    server_ = std::move(g->server);
+    target_ = g->target;
     // The server's own answers: a retried rejection would be rejected again and counted
     // twice (retry_test.cc covers the client's retries).
     ClientOptions no_retries;

@@ -23,7 +23,7 @@ import grpc
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "conformance"))
-from harness import NORMD_BIN, pb, pb_grpc, to_wire, rounded  # noqa: E402
+from harness import NORMD_BIN, Server, pb, pb_grpc, to_wire, rounded  # noqa: E402
 
 NORMBENCH_BIN = os.environ.get("NORMBENCH_BIN", os.path.join(os.path.dirname(NORMD_BIN), "..", "client", "normbench"))
 PROMETHEUS_BIN = os.environ.get("PROMETHEUS_BIN", "/usr/bin/prometheus")
@@ -33,39 +33,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class Normd:
-    """A normd process; its stdout lines are collected in .lines."""
-
-    def __init__(self, *args, env=None):
-        self.lines = []
-        self.port = None
-        self.proc = subprocess.Popen([NORMD_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env={**os.environ, **(env or {})})
-        started = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if self.port is None and "listening on" in line:
-                    self.port = int(line.split("(port ")[1].split(")")[0])
-                    started.set()
-            started.set()
-
-        self.reader = threading.Thread(target=read, daemon=True)
-        self.reader.start()
-        started.wait(30)
-        if self.port is None:
-            raise RuntimeError(f"normd did not start: {''.join(self.lines)}")
-        self.target = f"127.0.0.1:{self.port}"
-
-    def stop(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout)
-        self.reader.join(5)
-        return code
 
 
 def rms_request(rid="r"):
@@ -110,13 +77,13 @@ class ConfigurationTest(unittest.TestCase):
         port = free_port()
         env = {"NORMD_LISTEN": f"127.0.0.1:{port}", "NORMD_LOG_FORMAT": "json",
                "NORMD_SERVICE_HOST": "10.0.0.1"}  # Kubernetes' service variables are ignored
-        s = Normd(env=env)
+        s = Server(env=env, listen=False)
         try:
             self.assertEqual(s.port, port)
             json.loads(s.lines[0])  # the variable chose json
         finally:
             self.assertEqual(s.stop(), 0)
-        s = Normd("--log-format", "text", env=env)
+        s = Server("--log-format", "text", env=env, listen=False)
         try:
             self.assertRaises(ValueError, json.loads, s.lines[0])  # the flag won
         finally:
@@ -125,7 +92,7 @@ class ConfigurationTest(unittest.TestCase):
 
 class LogsTest(unittest.TestCase):
     def test_json_lines_and_access_lines_without_tensor_data(self):
-        s = Normd("--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug")
+        s = Server("--log-format", "json", "--log-level", "debug")
         try:
             with grpc.insecure_channel(s.target) as ch:
                 pb_grpc.NormServiceStub(ch).Normalize(rms_request("access-1"), timeout=10)
@@ -151,7 +118,7 @@ class MetricsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.metrics_port = free_port()
-        cls.server = Normd("--listen", "127.0.0.1:0", "--metrics-listen", f"127.0.0.1:{cls.metrics_port}")
+        cls.server = Server("--metrics-listen", f"127.0.0.1:{cls.metrics_port}")
         cls.ok_calls, cls.bad_calls = 25, 3
         with grpc.insecure_channel(cls.server.target) as ch:
             stub = pb_grpc.NormServiceStub(ch)
@@ -233,7 +200,7 @@ class ConnectionsTest(unittest.TestCase):
     """Connection hygiene reaches gRPC: the per-connection stream limit and idle closing."""
 
     def test_max_concurrent_streams_holds_a_second_call_on_the_connection(self):
-        s = Normd("--listen", "127.0.0.1:0", "--max-concurrent-streams", "1")
+        s = Server("--max-concurrent-streams", "1")
         try:
             with grpc.insecure_channel(s.target) as ch:
                 stub = pb_grpc.NormServiceStub(ch)
@@ -256,7 +223,7 @@ class ConnectionsTest(unittest.TestCase):
             self.assertEqual(s.stop(), 0)
 
     def test_an_idle_connection_is_closed(self):
-        s = Normd("--listen", "127.0.0.1:0", "--max-connection-idle", "300ms")
+        s = Server("--max-connection-idle", "300ms")
         try:
             with grpc.insecure_channel(s.target) as ch:
                 states = []
@@ -275,7 +242,7 @@ class ReplicasTest(unittest.TestCase):
     """Three local replicas behind one round_robin target; one is killed (SIGKILL) mid-run."""
 
     def run_with_a_kill(self, max_attempts):
-        replicas = [Normd("--listen", "127.0.0.1:0", "--cpu-threads", "1") for _ in range(3)]
+        replicas = [Server("--cpu-threads", "1") for _ in range(3)]
         target = "ipv4:" + ",".join(r.target for r in replicas)
         try:
             with tempfile.TemporaryDirectory() as tmp:
@@ -308,7 +275,7 @@ class ReplicasTest(unittest.TestCase):
 
 class DrainTest(unittest.TestCase):
     def test_sigterm_turns_health_not_serving_serves_through_the_delay_then_exits_0(self):
-        s = Normd("--listen", "127.0.0.1:0", "--drain-delay", "2s", "--shutdown-timeout", "5s")
+        s = Server("--drain-delay", "2s", "--shutdown-timeout", "5s")
         with grpc.insecure_channel(s.target) as ch:
             self.assertEqual(health(ch), 1)
             stub = pb_grpc.NormServiceStub(ch)
@@ -323,7 +290,7 @@ class DrainTest(unittest.TestCase):
         self.assertGreaterEqual(time.time() - signalled, 2.0)  # it served out the delay
 
     def test_a_second_signal_exits_at_once(self):
-        s = Normd("--listen", "127.0.0.1:0", "--drain-delay", "60s")
+        s = Server("--drain-delay", "60s")
         s.proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         start = time.time()
@@ -332,7 +299,7 @@ class DrainTest(unittest.TestCase):
         self.assertLess(time.time() - start, 5)
 
     def test_sigterm_under_load_loses_nothing(self):
-        s = Normd("--listen", "127.0.0.1:0", "--drain-delay", "1s", "--shutdown-timeout", "10s",
+        s = Server("--drain-delay", "1s", "--shutdown-timeout", "10s",
                   "--log-format", "json", "--log-level", "debug")
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "bench.json")

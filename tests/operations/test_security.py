@@ -14,8 +14,8 @@ import unittest
 import grpc
 import numpy as np
 
-from test_operations import NORMBENCH_BIN, Normd, health, rms_request
-from harness import NORMCTL_BIN, pb, pb_grpc
+from test_operations import NORMBENCH_BIN, health, rms_request
+from harness import NORMCTL_BIN, Server, pb, pb_grpc
 
 SERVER_NAME = "normd.test"  # the only name in the server certificates: clients override it
 OVERRIDE = [("grpc.ssl_target_name_override", SERVER_NAME)]
@@ -75,7 +75,7 @@ class TlsTest(unittest.TestCase):
             return pb_grpc.NormServiceStub(channel).Normalize(rms_request("tls"), timeout=5)
 
     def test_tls_serves_and_refuses_plaintext_and_a_wrong_ca(self):
-        s = Normd("--listen", "127.0.0.1:0", "--tls-cert", self.path("server.pem"), "--tls-key",
+        s = Server("--tls-cert", self.path("server.pem"), "--tls-key",
                   self.path("server.key"))
         try:
             self.assertEqual(self.call(s.target, "ca.pem").id, "tls")
@@ -87,7 +87,7 @@ class TlsTest(unittest.TestCase):
             self.assertEqual(s.stop(), 0)
 
     def test_mutual_tls_requires_a_client_certificate(self):
-        s = Normd("--listen", "127.0.0.1:0", "--tls-cert", self.path("server.pem"), "--tls-key",
+        s = Server("--tls-cert", self.path("server.pem"), "--tls-key",
                   self.path("server.key"), "--tls-client-ca", self.path("ca.pem"))
         try:
             self.assertEqual(self.call(s.target, "ca.pem", "client.key", "client.pem").id, "tls")
@@ -103,7 +103,7 @@ class TlsTest(unittest.TestCase):
             for src, dst in (("server.pem", cert), ("server.key", key)):
                 with open(dst, "wb") as f:
                     f.write(read(self.d, src))
-            s = Normd("--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--reload-interval", "1s")
+            s = Server("--tls-cert", cert, "--tls-key", key, "--reload-interval", "1s")
             try:
                 self.assertEqual(self.call(s.target, "ca.pem").id, "tls")
                 with self.assertRaises(grpc.RpcError):
@@ -131,7 +131,7 @@ class TlsTest(unittest.TestCase):
     def test_normctl_and_normbench_take_the_same_credentials(self):
         with open(self.path("tokens"), "w") as f:
             f.write("# normd tokens\nsecret-1\n")
-        s = Normd("--listen", "127.0.0.1:0", "--tls-cert", self.path("server.pem"), "--tls-key",
+        s = Server("--tls-cert", self.path("server.pem"), "--tls-key",
                   self.path("server.key"), "--tls-client-ca", self.path("ca.pem"), "--auth-token-file",
                   self.path("tokens"))
         creds = ["--tls-ca", self.path("ca.pem"), "--tls-cert", self.path("client.pem"), "--tls-key",
@@ -166,7 +166,7 @@ class TokenTest(unittest.TestCase):
             tokens = os.path.join(d, "tokens")
             with open(tokens, "w") as f:
                 f.write("# accepted tokens\n\ntok-1\n  tok-2  \n")
-            s = Normd("--listen", "127.0.0.1:0", "--auth-token-file", tokens, "--reload-interval", "1s")
+            s = Server("--auth-token-file", tokens, "--reload-interval", "1s")
             try:
                 with grpc.insecure_channel(s.target) as ch:
                     stub = pb_grpc.NormServiceStub(ch)
