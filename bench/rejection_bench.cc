@@ -80,7 +80,7 @@ class Phase {
   }
   std::string Json(const LoadStats& s, double seconds) const {
     std::vector<std::string> by_code;
-    for (const auto& [code, v] : s.latencies_us) {
+    for (const auto& [code, v] : s.by_code) {
       by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
     }
     const double calls = std::max<double>(1, s.ok + s.failed);
@@ -88,7 +88,7 @@ class Phase {
         "{\"sent\": ", s.sent, ", \"ok\": ", s.ok, ", \"failed\": ", s.failed,
         ", \"unanswered\": ", s.sent - s.ok - s.failed, ", \"wrong_id\": ", s.wrong_id,
         ", \"answered_rps\": ", (s.ok + s.failed) / seconds,
-        ", \"latency_us\": ", LatencyJson(s.AllLatencies()), ", \"latency_us_by_code\": {",
+        ", \"latency_us\": ", LatencyJson(s.latency_us), ", \"latency_us_by_code\": {",
         absl::StrJoin(by_code, ", "), "}, \"send_late_us\": ", LatencyJson(s.send_late_us),
         ", \"server_cpu_us_per_call\": ", server_cpu_us_ / calls,
         ", \"client_cpu_us_per_call\": ", client_cpu_us_ / calls,
@@ -219,9 +219,8 @@ int Run(const CliFlags& f) {
   while (!all_answered()) poll_held(absl::Milliseconds(10));
   held_cq.Shutdown();
   poll_held(absl::Milliseconds(10));
-  const int64_t unavailable = rejected.latencies_us.count("UNAVAILABLE")
-                                  ? rejected.latencies_us.at("UNAVAILABLE").size()
-                                  : 0;
+  const int64_t unavailable =
+      rejected.by_code.count("UNAVAILABLE") ? rejected.by_code.at("UNAVAILABLE").count() : 0;
   const bool good = echo.ok == echo.sent && echo.wrong_id == 0 && unavailable == rejected.sent &&
                     rejected.wrong_id == 0 && before.queued == *queue &&
                     ok == static_cast<int64_t>(held.size()) &&

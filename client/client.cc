@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/rpc/error_details.pb.h"
@@ -18,6 +19,8 @@ namespace normd {
 namespace {
 
 constexpr char kBadRequestTypeUrl[] = "type.googleapis.com/google.rpc.BadRequest";
+// The trailer in which normd returns gRPC's grpc-previous-rpc-attempts request header.
+constexpr char kPreviousAttemptsTrailer[] = "normd-previous-rpc-attempts";
 
 // The call's status with the server's details (a google.rpc.Status in the binary
 // details) as payloads keyed by their type URLs.
@@ -166,17 +169,49 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
     if (!token.ok()) return token.status();
     authorization = absl::StrCat("Bearer ", *token);
   }
-  auto channel = grpc::CreateCustomChannel(target, *credentials, args);
-  if (channel == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
-  return std::unique_ptr<Client>(
-      new Client(v1::NormService::NewStub(channel), v1::DiagnosticsService::NewStub(channel),
-                 grpc::health::v1::Health::NewStub(channel), options, std::move(authorization)));
+  if (options.channels < 1 || options.channels > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channels: expected 1 to 1024, got ", options.channels));
+  }
+  // Channels with equal arguments share one connection; a pool wants one each.
+  if (options.channels > 1) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::vector<Stubs> pool;
+  for (int i = 0; i < options.channels; ++i) {
+    auto channel = grpc::CreateCustomChannel(target, *credentials, args);
+    if (channel == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
+    pool.push_back({v1::NormService::NewStub(channel), v1::DiagnosticsService::NewStub(channel),
+                    grpc::health::v1::Health::NewStub(channel)});
+  }
+  return std::unique_ptr<Client>(new Client(std::move(pool), options, std::move(authorization)));
 }
 
-void Client::Prepare(grpc::ClientContext* context) const {
+Client::Stubs& Client::Next() {
+  return pool_[next_.fetch_add(1, std::memory_order_relaxed) % pool_.size()];
+}
+
+void CallHandle::Cancel() {
+  if (state_ == nullptr) return;
+  absl::MutexLock l(&state_->mu);
+  if (state_->context != nullptr) state_->context->TryCancel();
+}
+
+CallInfo Client::CallInfoOf(const grpc::ClientContext& context) {
+  CallInfo info;
+  info.peer = context.peer();
+  const auto& trailers = context.GetServerTrailingMetadata();
+  if (auto it = trailers.find(kPreviousAttemptsTrailer); it != trailers.end()) {
+    int n = 0;
+    if (absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &n)) {
+      info.previous_attempts = n;
+    }
+  }
+  return info;
+}
+
+void Client::Prepare(grpc::ClientContext* context, const CallOptions& c) const {
   context->set_deadline(std::chrono::system_clock::now() +
-                        absl::ToChronoMicroseconds(options_.timeout));
+                        absl::ToChronoMicroseconds(c.timeout.value_or(options_.timeout)));
   Authorize(context);
 }
 
@@ -184,28 +219,49 @@ void Client::Authorize(grpc::ClientContext* context) const {
   if (!authorization_.empty()) context->AddMetadata("authorization", authorization_);
 }
 
-absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeRequest& request) {
+absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeRequest& request,
+                                                        const CallOptions& c) {
   grpc::ClientContext context;
-  Prepare(&context);
+  Prepare(&context, c);
   v1::NormalizeResponse response;
-  if (absl::Status s = FromGrpc(stub_->Normalize(&context, request, &response)); !s.ok()) return s;
+  if (absl::Status s = FromGrpc(Next().norm->Normalize(&context, request, &response)); !s.ok())
+    return s;
   return response;
 }
 
-void Client::NormalizeAsync(v1::NormalizeRequest request, Callback done) {
-  CallAsync(false, std::move(request), std::move(done));
+namespace {
+Client::InfoCallback DropInfo(Client::Callback done) {
+  return [done = std::move(done)](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
+    done(std::move(r));
+  };
+}
+}  // namespace
+
+CallHandle Client::NormalizeAsync(v1::NormalizeRequest request, Callback done,
+                                  const CallOptions& c) {
+  return StartAsync(false, std::move(request), DropInfo(std::move(done)), c);
 }
 
-void Client::EchoAsync(v1::NormalizeRequest request, Callback done) {
-  CallAsync(true, std::move(request), std::move(done));
+CallHandle Client::EchoAsync(v1::NormalizeRequest request, Callback done, const CallOptions& c) {
+  return StartAsync(true, std::move(request), DropInfo(std::move(done)), c);
+}
+
+CallHandle Client::NormalizeAsync(v1::NormalizeRequest request, InfoCallback done,
+                                  const CallOptions& c) {
+  return StartAsync(false, std::move(request), std::move(done), c);
+}
+
+CallHandle Client::EchoAsync(v1::NormalizeRequest request, InfoCallback done,
+                             const CallOptions& c) {
+  return StartAsync(true, std::move(request), std::move(done), c);
 }
 
 void Client::BindStreamAsync(grpc::ClientContext* context, StreamReactor* reactor, bool echo) {
   Authorize(context);
   if (echo) {
-    diagnostics_->async()->EchoStream(context, reactor);
+    Next().diagnostics->async()->EchoStream(context, reactor);
   } else {
-    stub_->async()->NormalizeStream(context, reactor);
+    Next().norm->async()->NormalizeStream(context, reactor);
   }
 }
 
@@ -215,49 +271,67 @@ std::unique_ptr<Client::QueueReader> Client::StartOnQueue(bool echo, grpc::Clien
                                                           v1::NormalizeResponse* response,
                                                           grpc::Status* status, void* tag) {
   Prepare(context);
-  std::unique_ptr<QueueReader> reader = echo ? diagnostics_->AsyncEcho(context, request, cq)
-                                             : stub_->AsyncNormalize(context, request, cq);
+  Stubs& stubs = Next();
+  std::unique_ptr<QueueReader> reader = echo ? stubs.diagnostics->AsyncEcho(context, request, cq)
+                                             : stubs.norm->AsyncNormalize(context, request, cq);
   reader->Finish(response, status, tag);
   return reader;
 }
 
-void Client::CallAsync(bool echo, v1::NormalizeRequest request, Callback done) {
+CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallback done,
+                              const CallOptions& c) {
   // What the call reads and writes must outlive it: owned here, freed by the callback.
   struct Call {
     grpc::ClientContext context;
     v1::NormalizeRequest request;
     v1::NormalizeResponse response;
-    Callback done;
+    InfoCallback done;
+    std::shared_ptr<CallHandle::State> handle = std::make_shared<CallHandle::State>();
   };
   auto* call = new Call;
-  Prepare(&call->context);
+  Prepare(&call->context, c);
   call->request = std::move(request);
   call->done = std::move(done);
+  {
+    absl::MutexLock l(&call->handle->mu);
+    call->handle->context = &call->context;
+  }
+  CallHandle handle;
+  handle.state_ = call->handle;
   auto on_done = [call](grpc::Status s) {
+    {
+      absl::MutexLock l(&call->handle->mu);  // a Cancel from now on finds no call
+      call->handle->context = nullptr;
+    }
+    const CallInfo info = CallInfoOf(call->context);
     // The call's context holds a reference to the channel; it is freed before `done`
     // runs. Otherwise a caller that destroys the Client as soon as every `done` has run
     // could leave the channel's last reference to this gRPC thread, and gRPC 1.51 then
     // tears down its callback threads' queue from under this very thread (an ASan
     // double free in the tests).
-    Callback done = std::move(call->done);
+    InfoCallback done = std::move(call->done);
     absl::StatusOr<v1::NormalizeResponse> result =
         s.ok() ? absl::StatusOr<v1::NormalizeResponse>(std::move(call->response)) : FromGrpc(s);
     delete call;
-    done(std::move(result));
+    done(std::move(result), info);
   };
+  Stubs& stubs = Next();
   if (echo) {
-    diagnostics_->async()->Echo(&call->context, &call->request, &call->response,
-                                std::move(on_done));
+    stubs.diagnostics->async()->Echo(&call->context, &call->request, &call->response,
+                                     std::move(on_done));
   } else {
-    stub_->async()->Normalize(&call->context, &call->request, &call->response, std::move(on_done));
+    stubs.norm->async()->Normalize(&call->context, &call->request, &call->response,
+                                   std::move(on_done));
   }
+  return handle;
 }
 
-absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& request) {
+absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& request,
+                                                   const CallOptions& c) {
   grpc::ClientContext context;
-  Prepare(&context);
+  Prepare(&context, c);
   v1::NormalizeResponse response;
-  if (absl::Status s = FromGrpc(diagnostics_->Echo(&context, request, &response)); !s.ok())
+  if (absl::Status s = FromGrpc(Next().diagnostics->Echo(&context, request, &response)); !s.ok())
     return s;
   return response;
 }
@@ -265,20 +339,20 @@ absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& r
 std::unique_ptr<NormalizeStream> Client::OpenStream() {
   return std::make_unique<GrpcNormalizeStream>(
       [this](grpc::ClientContext* c) { Authorize(c); },
-      [this](grpc::ClientContext* c) { return stub_->NormalizeStream(c); });
+      [this](grpc::ClientContext* c) { return Next().norm->NormalizeStream(c); });
 }
 
 std::unique_ptr<NormalizeStream> Client::OpenEchoStream() {
   return std::make_unique<GrpcNormalizeStream>(
       [this](grpc::ClientContext* c) { Authorize(c); },
-      [this](grpc::ClientContext* c) { return diagnostics_->EchoStream(c); });
+      [this](grpc::ClientContext* c) { return Next().diagnostics->EchoStream(c); });
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
   grpc::ClientContext context;
   Prepare(&context);
   v1::GetServerInfoResponse info;
-  if (absl::Status s = FromGrpc(stub_->GetServerInfo(&context, {}, &info)); !s.ok()) return s;
+  if (absl::Status s = FromGrpc(Next().norm->GetServerInfo(&context, {}, &info)); !s.ok()) return s;
   return info;
 }
 
@@ -288,7 +362,8 @@ absl::StatusOr<bool> Client::CheckHealth(const std::string& service) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
-  if (absl::Status s = FromGrpc(health_->Check(&context, request, &response)); !s.ok()) return s;
+  if (absl::Status s = FromGrpc(Next().health->Check(&context, request, &response)); !s.ok())
+    return s;
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
@@ -301,67 +376,92 @@ absl::StatusOr<v1::GetDeepNormCoefficientsResponse> Client::GetDeepNormCoefficie
   request.set_encoder_layers(encoder_layers);
   request.set_decoder_layers(decoder_layers);
   v1::GetDeepNormCoefficientsResponse out;
-  if (absl::Status s = FromGrpc(stub_->GetDeepNormCoefficients(&context, request, &out)); !s.ok())
+  if (absl::Status s = FromGrpc(Next().norm->GetDeepNormCoefficients(&context, request, &out));
+      !s.ok())
     return s;
   return out;
 }
 
-absl::StatusOr<NormResult> Client::Call(const v1::NormalizeRequest& request) {
-  absl::StatusOr<v1::NormalizeResponse> r = Normalize(request);
-  if (!r.ok()) return r.status();
+NormResult ToNormResult(const v1::NormalizeResponse& r) {
   NormResult out;
-  out.output = FromWire(r->output());
+  out.output = FromWire(r.output());
   auto take = [](bool has, const v1::Tensor& t, std::optional<HostTensor>* dst) {
     if (has) *dst = FromWire(t);
   };
-  take(r->has_k_output(), r->k_output(), &out.k_output);
-  take(r->has_residual_sum(), r->residual_sum(), &out.residual_sum);
-  take(r->has_batch_mean(), r->batch_mean(), &out.batch_mean);
-  take(r->has_batch_var(), r->batch_var(), &out.batch_var);
-  take(r->has_running_mean(), r->running_mean(), &out.running_mean);
-  take(r->has_running_var(), r->running_var(), &out.running_var);
-  out.backend = r->backend() == v1::BACKEND_CUDA ? Backend::kCuda : Backend::kCpu;
-  out.queue_us = r->timing().queue_us();
-  out.batch_requests = r->timing().batch_requests();
-  out.compute_us = r->timing().compute_us();
-  out.total_us = r->timing().total_us();
+  take(r.has_k_output(), r.k_output(), &out.k_output);
+  take(r.has_residual_sum(), r.residual_sum(), &out.residual_sum);
+  take(r.has_batch_mean(), r.batch_mean(), &out.batch_mean);
+  take(r.has_batch_var(), r.batch_var(), &out.batch_var);
+  take(r.has_running_mean(), r.running_mean(), &out.running_mean);
+  take(r.has_running_var(), r.running_var(), &out.running_var);
+  out.backend = r.backend() == v1::BACKEND_CUDA ? Backend::kCuda : Backend::kCpu;
+  out.queue_us = r.timing().queue_us();
+  out.batch_requests = r.timing().batch_requests();
+  out.compute_us = r.timing().compute_us();
+  out.total_us = r.timing().total_us();
   return out;
 }
 
-absl::StatusOr<NormResult> Client::LayerNorm(const HostTensor& x, const LayerNormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(x, o);
-  return Call(r);
+absl::StatusOr<NormResult> Client::Call(const v1::NormalizeRequest& request, const CallOptions& c) {
+  absl::StatusOr<v1::NormalizeResponse> r = Normalize(request, c);
+  if (!r.ok()) return r.status();
+  return ToNormResult(*r);
 }
 
-absl::StatusOr<NormResult> Client::RmsNorm(const HostTensor& x, const RmsNormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(x, o);
-  return Call(r);
+CallHandle Client::CallAsync(v1::NormalizeRequest request, ResultCallback done,
+                             const CallOptions& c) {
+  return StartAsync(
+      false, std::move(request),
+      [done = std::move(done)](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
+        done(r.ok() ? absl::StatusOr<NormResult>(ToNormResult(*r)) : r.status());
+      },
+      c);
 }
 
-absl::StatusOr<NormResult> Client::L2Norm(const HostTensor& x, const L2NormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(x, o);
-  return Call(r);
+PendingResult Client::CallAsync(v1::NormalizeRequest request, const CallOptions& c) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<NormResult>>>();
+  std::future<absl::StatusOr<NormResult>> future = promise->get_future();
+  CallHandle handle = CallAsync(
+      std::move(request),
+      [promise](absl::StatusOr<NormResult> r) { promise->set_value(std::move(r)); }, c);
+  return PendingResult(std::move(future), std::move(handle));
 }
 
-absl::StatusOr<NormResult> Client::BatchNorm(const HostTensor& x, const BatchNormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(x, o);
-  return Call(r);
-}
-
-absl::StatusOr<NormResult> Client::GroupNorm(const HostTensor& x, const GroupNormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(x, o);
-  return Call(r);
-}
-
-absl::StatusOr<NormResult> Client::InstanceNorm(const HostTensor& x, const InstanceNormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(x, o);
-  return Call(r);
-}
+// The typed calls: the request MakeRequest builds, sent blocking, with a callback or
+// with a future.
+#define NORMD_TYPED_CALLS(Name, Options)                                                           \
+  absl::StatusOr<NormResult> Client::Name(const HostTensor& x, const Options& o,                   \
+                                          const CallOptions& c) {                                  \
+    return Call(MakeRequest(x, o), c);                                                             \
+  }                                                                                                \
+  CallHandle Client::Name##Async(const HostTensor& x, const Options& o, ResultCallback done,       \
+                                 const CallOptions& c) {                                           \
+    return CallAsync(MakeRequest(x, o), std::move(done), c);                                       \
+  }                                                                                                \
+  PendingResult Client::Name##Async(const HostTensor& x, const Options& o, const CallOptions& c) { \
+    return CallAsync(MakeRequest(x, o), c);                                                        \
+  }
+NORMD_TYPED_CALLS(LayerNorm, LayerNormOptions)
+NORMD_TYPED_CALLS(RmsNorm, RmsNormOptions)
+NORMD_TYPED_CALLS(L2Norm, L2NormOptions)
+NORMD_TYPED_CALLS(BatchNorm, BatchNormOptions)
+NORMD_TYPED_CALLS(GroupNorm, GroupNormOptions)
+NORMD_TYPED_CALLS(InstanceNorm, InstanceNormOptions)
+#undef NORMD_TYPED_CALLS
 
 absl::StatusOr<NormResult> Client::QkNorm(const HostTensor& q, const HostTensor& k,
-                                          const QkNormOptions& o) {
-  v1::NormalizeRequest r = MakeRequest(q, k, o);
-  return Call(r);
+                                          const QkNormOptions& o, const CallOptions& c) {
+  return Call(MakeRequest(q, k, o), c);
+}
+
+CallHandle Client::QkNormAsync(const HostTensor& q, const HostTensor& k, const QkNormOptions& o,
+                               ResultCallback done, const CallOptions& c) {
+  return CallAsync(MakeRequest(q, k, o), std::move(done), c);
+}
+
+PendingResult Client::QkNormAsync(const HostTensor& q, const HostTensor& k, const QkNormOptions& o,
+                                  const CallOptions& c) {
+  return CallAsync(MakeRequest(q, k, o), c);
 }
 
 }  // namespace normd

@@ -1,23 +1,33 @@
-// normbench: a load generator for normd. Closed loop, `--concurrency` callers each keep one
-// request in flight (unary calls, or one bidirectional stream per caller with --stream) for
-// `--duration` seconds, driven by gRPC callbacks (client/load_gen.h); open loop (--rate),
-// requests go on a fixed schedule (unary: from one thread, asynchronously, at most
-// --concurrency in flight; streams: a thread per stream); then it prints
-// (and with --json writes) the counts, throughput, latency percentiles overall and per
-// status code, how many answers carried another request's id (must be 0), and how much
-// CPU time the hypervisor took from the machine meanwhile (machine_steal_ms; -1 where
-// the kernel does not say). --echo measures the transport alone through the Echo RPCs.
+// normbench: a load generator for normd, in the manner of ghz and perf_analyzer.
+//
+// What it sends: any op with its options, random inputs from --seed, or a weighted --mix
+// of kinds (client/load/workload.h). How: closed loop (--concurrency callers, each with
+// one request in flight; a sweep 1:256:x2 runs each level in turn) or open loop (--rate
+// requests/s on a constant or Poisson schedule, latency from the intended send time), unary
+// or --stream, over --connections channels to any gRPC target (round_robin over its
+// addresses). How long: --duration, --requests, or by default measurement windows that
+// repeat until the last three agree within 10% (--window, --max-windows), after --warmup.
+// What it reports: counts, status codes, retried attempts, answers per replica, --verify
+// mismatches against the local float64 reference, throughput in requests/s and GB/s,
+// latency percentiles from a histogram within 1%, a per-second series; a table on stdout,
+// a progress line on a terminal, --json and --csv files. --compare runs Normalize and Echo
+// back to back on the same workload and prints the ratio.
+//
+// Exit status: 0 when every call succeeded (and verified), 1 otherwise, 2 for bad flags.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <mutex>
-#include <random>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -26,227 +36,564 @@
 #include "normd/common/cli_flags.h"
 #include "normd/common/machine_steal.h"
 #include "normd/common/process_tuning.h"
+#include "normd/common/status_macros.h"
 #include "normd/load/load_gen.h"
+#include "normd/load/workload.h"
 
 namespace normd {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: normbench [--target HOST:PORT] [--op rms-norm|layer-norm|l2-norm] [--shape 1x4096]\n"
-    "                 [--dtype f32|f16|bf16] [--concurrency N] [--duration SECONDS] [--stream]\n"
-    "                 [--echo] [--rate RPS] [--backend auto|cpu|cuda] [--timeout-ms MS]\n"
-    "                 [--connections N] [--json FILE] [--max-attempts 1..5]\n"
-    "  --target       any gRPC target; several addresses (ipv4:A:P,B:P or dns:///) are\n"
-    "                 balanced round_robin\n"
-    "  --max-attempts attempts per call: UNAVAILABLE (a replica gone, a full queue) is\n"
-    "                 retried on the next address with backoff (default 5; 1: never)\n"
-    "  --concurrency  callers, each with one request in flight (one stream each with\n"
-    "                 --stream), driven by gRPC callbacks rather than a thread each\n"
-    "  --connections  gRPC connections to open; callers and calls take turns (default 1)\n"
-    "  --echo         call Echo/EchoStream (the transport alone) instead of Normalize\n"
-    "  --rate         open loop: send this many requests per second in all, on a fixed\n"
-    "                 schedule; latency counts from the scheduled send time. Unary calls go\n"
-    "                 asynchronously from one thread, at most --concurrency in flight;\n"
-    "                 send_late_us in the JSON says how late the sender itself was\n";
+    R"(usage: normbench [--target TARGET] [workload flags | --mix FILE] [load flags] [report flags]
+target:
+  --target T        any gRPC target (default localhost:50051); several addresses
+                    (ipv4:A:P,B:P or dns:///name:port) are balanced round_robin
+  --connections N   channels, each its own connection; calls take turns (default 1)
+  --max-attempts N  attempts per call, 1 to 5: UNAVAILABLE is retried on the next address
+                    with backoff (default 5; 1: never)
+  --timeout-ms MS   deadline of each call (default 30000)
+load:
+  --concurrency C   closed loop: C callers, each with one request in flight; a sweep
+                    A:B:xF (multiply) or A:B:+S (add) runs each level (default 1)
+  --rate R          open loop: R requests/s in all (a sweep as above), at most
+                    --concurrency in flight (unary) or --concurrency streams (--stream)
+  --arrival constant|poisson   the open loop's gaps (default constant)
+  --stream          NormalizeStream instead of unary calls
+  --echo            Echo (the transport alone) instead of Normalize
+  --compare         Normalize, then Echo, on the same workload: prints the ratio
+  --duration D      measure for D (seconds, or 500ms, 2m)
+  --requests N      measure N requests
+  --window D        without --duration/--requests: windows of D (default 5s) repeat until
+                    the last three throughputs agree within 10%, up to --max-windows (10)
+  --warmup W        before measuring: W as a time (2s, 500ms) or a request count (100);
+                    its answers are not counted (default 1s)
+  --seed N          of the random inputs and of the --mix choice (default 1)
+  --verify          check every answer against the local float64 reference
+report:
+  --json FILE --csv FILE   the report as JSON (every figure) or CSV (a row per run)
+  --quiet           no table on stdout
+)";
 
-using WorkerStats = LoadStats;
+// A sweep: "16", "1:256:x2" or "10:50:+10".
+absl::StatusOr<std::vector<double>> ParseLevels(const std::string& name, const std::string& v) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected N, A:B:xF or A:B:+S, got '", v, "'"));
+  };
+  std::vector<std::string> parts = absl::StrSplit(v, ':');
+  double a, b, step;
+  if (parts.size() == 1) {
+    if (!absl::SimpleAtod(parts[0], &a) || !(a > 0)) return bad();
+    return std::vector<double>{a};
+  }
+  if (parts.size() != 3 || parts[2].size() < 2 || !absl::SimpleAtod(parts[0], &a) ||
+      !absl::SimpleAtod(parts[1], &b) || !absl::SimpleAtod(parts[2].substr(1), &step) || !(a > 0) ||
+      !(b >= a)) {
+    return bad();
+  }
+  std::vector<double> levels;
+  if (parts[2][0] == 'x' && step > 1) {
+    for (double l = a; l <= b * (1 + 1e-9); l *= step) levels.push_back(l);
+  } else if (parts[2][0] == '+' && step > 0) {
+    for (double l = a; l <= b * (1 + 1e-9); l += step) levels.push_back(l);
+  } else {
+    return bad();
+  }
+  if (levels.size() > 64) return bad();
+  return levels;
+}
 
-struct Setup {
-  v1::NormalizeRequest request;
-  bool stream = false, echo = false;
-  double rate = 0;  // per worker, requests/s; 0: closed loop
-  int64_t workers = 1;
-  absl::Time start, end;
-  std::vector<Client*> clients;  // one per connection; calls and workers take turns
+// "10" (seconds), "10s", "500ms", "2m".
+absl::StatusOr<absl::Duration> ParseTime(const std::string& name, const std::string& v) {
+  double seconds;
+  absl::Duration d;
+  if (absl::SimpleAtod(v, &seconds)) {
+    d = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(v, &d)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected a time (10, 10s, 500ms), got '", v, "'"));
+  }
+  if (d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be > 0, got '", v, "'"));
+  }
+  return d;
+}
+
+struct Config {
+  std::string target;
+  std::vector<double> levels;  // concurrency, or rate with `open`
+  bool open = false;
+  int64_t concurrency = 1;  // the open loop's in-flight cap
+  bool poisson = false, stream = false, echo = false, compare = false, verify = false;
+  std::optional<absl::Duration> duration;
+  int64_t requests = -1;
+  absl::Duration window = absl::Seconds(5);
+  int max_windows = 10;
+  absl::Duration warmup_time = absl::Seconds(1);
+  int64_t warmup_requests = 0;
+  uint64_t seed = 1;
+  bool quiet = false;
+  std::string workload_label;
 };
 
-absl::StatusOr<v1::NormalizeRequest> MakeRequest(const CliFlags& f) {
-  v1::NormalizeRequest r;
-  std::vector<int64_t> shape;
-  for (absl::string_view d : absl::StrSplit(f.GetString("shape", "1x4096"), 'x')) {
-    int64_t v;
-    if (!absl::SimpleAtoi(d, &v) || v < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--shape: expected e.g. 1x4096, got '", f.GetString("shape"), "'"));
+// One measured run and what it found.
+struct RunResult {
+  double level = 0;
+  bool echo = false;
+  LoadStats stats;
+  double elapsed_s = 0;
+  std::vector<double> windows_rps;
+  bool stable = false;
+  int64_t steal_ms = -1;
+
+  double rps() const { return elapsed_s > 0 ? stats.ok / elapsed_s : 0; }
+  double gbps() const { return elapsed_s > 0 ? stats.bytes / elapsed_s / 1e9 : 0; }
+};
+
+// perf_analyzer's rule: the last three windows each within 10% of their mean.
+bool Stable(const std::vector<double>& w) {
+  if (w.size() < 3) return false;
+  const double mean = (w[w.size() - 1] + w[w.size() - 2] + w[w.size() - 3]) / 3;
+  if (mean <= 0) return false;
+  for (size_t i = w.size() - 3; i < w.size(); ++i) {
+    if (std::fabs(w[i] - mean) > 0.1 * mean) return false;
+  }
+  return true;
+}
+
+class Bench {
+ public:
+  Bench(Config config, Workload workload, std::vector<std::unique_ptr<Client>> clients)
+      : config_(std::move(config)), workload_(std::move(workload)), owned_(std::move(clients)) {
+    for (auto& c : owned_) clients_.push_back(c.get());
+    progress_ = isatty(STDERR_FILENO) != 0;
+  }
+
+  RunResult Run(double level, bool echo) {
+    LoadRecorder recorder(config_.verify && !echo);
+    std::atomic<bool> stop{false};
+    const int64_t warmup_n = config_.warmup_requests;
+    recorder.set_limit(config_.requests);
+    // A warmup by count begins the measurement at exactly that send; by time, here.
+    if (warmup_n > 0 || config_.warmup_time == absl::ZeroDuration()) {
+      recorder.BeginMeasurementAfter(warmup_n);
     }
-    shape.push_back(v);
+    done_.store(false);
+    std::thread generator([&] {
+      if (config_.open) {
+        OpenLoopOptions o;
+        o.rate = level;
+        o.poisson = config_.poisson;
+        o.seed = config_.seed;
+        o.start = absl::Now();
+        // With --duration the schedule itself ends the run: every request due before the
+        // end is sent, however late (the count is rate x duration, not what a timer caught).
+        if (config_.duration) o.end = o.start + config_.warmup_time + *config_.duration;
+        o.stop = &stop;
+        o.max_in_flight = config_.concurrency;
+        o.echo = echo;
+        o.stream = config_.stream;
+        OpenLoop(clients_, workload_, &recorder, o);
+      } else {
+        ClosedLoopOptions o;
+        o.callers = static_cast<int64_t>(level);
+        o.stop = &stop;
+        o.stream = config_.stream;
+        o.echo = echo;
+        ClosedLoop(clients_, workload_, &recorder, o);
+      }
+      done_.store(true);
+    });
+    // Warmup: by count (the recorder begins at that send) or by time.
+    if (warmup_n > 0) {
+      while (!done_.load() && !Measuring(recorder)) absl::SleepFor(absl::Milliseconds(2));
+    } else if (config_.warmup_time > absl::ZeroDuration()) {
+      absl::SleepFor(config_.warmup_time);
+      recorder.BeginMeasurement();
+    }
+    const std::optional<absl::Duration> steal_before = MachineStealTime();
+    const absl::Time start = absl::Now();
+    RunResult r;
+    r.level = level;
+    r.echo = echo;
+    // Windows: fixed by --duration (thirds, at most --window each), or repeating.
+    absl::Duration window = config_.window;
+    if (config_.duration) window = std::min(window, *config_.duration / 3);
+    int64_t window_ok = 0;
+    absl::Time window_start = start, next_progress = start + absl::Seconds(1);
+    for (;;) {
+      absl::SleepFor(absl::Milliseconds(20));
+      const absl::Time now = absl::Now();
+      if (now - window_start >= window) {
+        int64_t ok = 0;
+        recorder.Peek([&](const LoadStats& s, absl::Time) { ok = s.ok; });
+        r.windows_rps.push_back((ok - window_ok) / absl::ToDoubleSeconds(now - window_start));
+        window_ok = ok;
+        window_start = now;
+      }
+      if (progress_ && now >= next_progress) {
+        Progress(recorder, level, echo, now - start);
+        next_progress += absl::Seconds(1);
+      }
+      if (done_.load()) break;  // --requests reached
+      // The open loop ends by its schedule (above); the closed loop here.
+      if (config_.duration && now - start >= *config_.duration && (!config_.open || done_.load())) {
+        // The last third ends with the run, up to a tick of this loop.
+        if (now - window_start >= window * 0.9) {
+          int64_t ok = 0;
+          recorder.Peek([&](const LoadStats& s, absl::Time) { ok = s.ok; });
+          r.windows_rps.push_back((ok - window_ok) / absl::ToDoubleSeconds(now - window_start));
+        }
+        break;
+      }
+      if (!config_.duration && config_.requests < 0 &&
+          (Stable(r.windows_rps) ||
+           static_cast<int>(r.windows_rps.size()) >= config_.max_windows)) {
+        break;
+      }
+    }
+    recorder.EndMeasurement();
+    stop.store(true);
+    generator.join();
+    if (progress_) std::fprintf(stderr, "\r\033[K");
+    r.elapsed_s = recorder.elapsed();
+    r.stats = recorder.Take();
+    r.stable = Stable(r.windows_rps);
+    r.steal_ms = StealMs(steal_before, MachineStealTime());
+    return r;
   }
-  const std::string dt = f.GetString("dtype", "f32");
-  DType dtype = dt == "f16" ? DType::kF16 : dt == "bf16" ? DType::kBF16 : DType::kF32;
-  if (dt != "f32" && dt != "f16" && dt != "bf16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype: expected f32, f16 or bf16, got '", dt, "'"));
+
+  const Config& config() const { return config_; }
+  const Workload& workload() const { return workload_; }
+
+ private:
+  static bool Measuring(const LoadRecorder& recorder) {
+    bool measuring = false;
+    recorder.Peek([&](const LoadStats& s, absl::Time) { measuring = s.sent > 0; });
+    return measuring;
   }
-  HostTensor x(dtype, shape);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist;
-  std::vector<float> values(x.numel());
-  for (auto& v : values) v = dist(rng);
-  ToWire(HostTensor::FromFloats(dtype, shape, values), r.mutable_input());
-  const std::string op = f.GetString("op", "rms-norm");
-  if (op == "rms-norm") {
-    r.mutable_rms_norm();
-  } else if (op == "layer-norm") {
-    r.mutable_layer_norm();
-  } else if (op == "l2-norm") {
-    r.mutable_l2_norm();
+
+  void Progress(const LoadRecorder& recorder, double level, bool echo, absl::Duration t) {
+    std::string line;
+    recorder.Peek([&](const LoadStats& s, absl::Time) {
+      const LatencyHistogram* last = nullptr;
+      int64_t last_ok = 0;
+      if (s.series.size() >= 2) {
+        last = &s.series[s.series.size() - 2].latency_us;  // the last whole second
+        last_ok = s.series[s.series.size() - 2].ok;
+      }
+      line = absl::StrFormat("%s %s %g  %5.0fs  %8d ok %6d failed  %8d req/s  p50 %d us  p99 %d us",
+                             echo ? "echo" : "normalize", config_.open ? "rate" : "concurrency",
+                             level, absl::ToDoubleSeconds(t), s.ok, s.failed, last_ok,
+                             last ? last->Percentile(0.5) : 0, last ? last->Percentile(0.99) : 0);
+    });
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+  }
+
+  Config config_;
+  Workload workload_;
+  std::vector<std::unique_ptr<Client>> owned_;
+  std::vector<Client*> clients_;
+  std::atomic<bool> done_{false};
+  bool progress_ = false;
+};
+
+std::string Json(const Config& c, const RunResult& r) {
+  const LoadStats& s = r.stats;
+  std::vector<std::string> codes, by_code, replicas, series;
+  for (const auto& [code, h] : s.by_code) {
+    codes.push_back(absl::StrCat("\"", code, "\": ", h.count()));
+    by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(h)));
+  }
+  for (const auto& [peer, p] : s.by_peer) {
+    replicas.push_back(
+        absl::StrCat("\"", peer, "\": {\"ok\": ", p.ok, ", \"failed\": ", p.failed, "}"));
+  }
+  for (size_t i = 0; i < s.series.size(); ++i) {
+    const auto& p = s.series[i];
+    series.push_back(absl::StrCat("{\"second\": ", i, ", \"ok\": ", p.ok, ", \"failed\": ",
+                                  p.failed, ", \"p50\": ", p.latency_us.Percentile(0.5),
+                                  ", \"p99\": ", p.latency_us.Percentile(0.99), "}"));
+  }
+  return absl::StrCat(
+      "{\"call\": \"", r.echo ? "echo" : "normalize", "\", \"loop\": \"",
+      c.open ? "open" : "closed",
+      "\", \"concurrency\": ", c.open ? c.concurrency : static_cast<int64_t>(r.level),
+      ", \"rate\": ", c.open ? r.level : 0, ", \"stream\": ", c.stream ? "true" : "false",
+      ", \"duration_s\": ", r.elapsed_s, ", \"requests_sent\": ", s.sent,
+      ", \"requests_ok\": ", s.ok, ", \"requests_failed\": ", s.failed,
+      ", \"requests_unanswered\": ", s.sent - s.ok - s.failed, ", \"wrong_id\": ", s.wrong_id,
+      ", \"batched\": ", s.batched, ", \"retried_calls\": ", s.retried_calls,
+      ", \"retried_attempts\": ", s.retried_attempts, ", \"verified\": ", s.verified,
+      ", \"mismatched\": ", s.mismatched_calls, ", \"throughput_rps\": ", r.rps(),
+      ", \"throughput_gbps\": ", r.gbps(), ", \"bytes\": ", s.bytes,
+      ", \"latency_us\": ", LatencyJson(s.latency_us),
+      ", \"send_late_us\": ", LatencyJson(s.send_late_us), ", \"status_codes\": {",
+      absl::StrJoin(codes, ", "), "}, \"latency_us_by_code\": {", absl::StrJoin(by_code, ", "),
+      "}, \"replicas\": {", absl::StrJoin(replicas, ", "), "}, \"windows_rps\": [",
+      absl::StrJoin(r.windows_rps, ", "), "], \"stable\": ", r.stable ? "true" : "false",
+      ", \"series\": [", absl::StrJoin(series, ", "), "], \"machine_steal_ms\": ", r.steal_ms, "}");
+}
+
+constexpr char kCsvHeader[] =
+    "call,loop,level,stream,duration_s,sent,ok,failed,retried_calls,retried_attempts,"
+    "mismatched,throughput_rps,throughput_gbps,lat_min_us,lat_mean_us,lat_p50_us,lat_p90_us,"
+    "lat_p95_us,lat_p99_us,lat_p999_us,lat_max_us,stable";
+
+std::string CsvRow(const Config& c, const RunResult& r) {
+  const LatencyHistogram& h = r.stats.latency_us;
+  return absl::StrCat(r.echo ? "echo" : "normalize", ",", c.open ? "open" : "closed", ",", r.level,
+                      ",", c.stream ? 1 : 0, ",", r.elapsed_s, ",", r.stats.sent, ",", r.stats.ok,
+                      ",", r.stats.failed, ",", r.stats.retried_calls, ",",
+                      r.stats.retried_attempts, ",", r.stats.mismatched_calls, ",", r.rps(), ",",
+                      r.gbps(), ",", h.min(), ",", h.mean(), ",", h.Percentile(0.5), ",",
+                      h.Percentile(0.9), ",", h.Percentile(0.95), ",", h.Percentile(0.99), ",",
+                      h.Percentile(0.999), ",", h.max(), ",", r.stable ? 1 : 0);
+}
+
+void PrintRun(const Config& c, const RunResult& r) {
+  const LoadStats& s = r.stats;
+  const LatencyHistogram& h = s.latency_us;
+  std::printf("\n%s, %s loop, %s %g, %s: %.1f s, %s\n", r.echo ? "Echo" : "Normalize",
+              c.open ? "open" : "closed", c.open ? "rate" : "concurrency", r.level,
+              c.stream ? "stream" : "unary", r.elapsed_s,
+              r.stable ? "stable (last 3 windows within 10%)"
+                       : "NOT stable (last 3 windows differ by more than 10%, or fewer than 3)");
+  std::printf("  requests    %lld sent, %lld ok, %lld failed, %lld unanswered\n",
+              static_cast<long long>(s.sent), static_cast<long long>(s.ok),
+              static_cast<long long>(s.failed), static_cast<long long>(s.sent - s.answered()));
+  std::printf("  retries     %lld calls answered after %lld retried attempts\n",
+              static_cast<long long>(s.retried_calls), static_cast<long long>(s.retried_attempts));
+  if (s.verified > 0 || c.verify) {
+    std::printf("  verify      %lld answers checked, %lld wrong\n",
+                static_cast<long long>(s.verified), static_cast<long long>(s.mismatched_calls));
+  }
+  if (s.wrong_id > 0) {
+    std::printf("  WRONG ID    %lld answers carried another request's id\n",
+                static_cast<long long>(s.wrong_id));
+  }
+  std::printf("  throughput  %.1f requests/s, %.3f GB/s (request and response bytes)\n", r.rps(),
+              r.gbps());
+  std::printf(
+      "  latency us  min %lld  mean %.0f  p50 %lld  p90 %lld  p95 %lld  p99 %lld  "
+      "p99.9 %lld  max %lld\n",
+      static_cast<long long>(h.min()), h.mean(), static_cast<long long>(h.Percentile(0.5)),
+      static_cast<long long>(h.Percentile(0.9)), static_cast<long long>(h.Percentile(0.95)),
+      static_cast<long long>(h.Percentile(0.99)), static_cast<long long>(h.Percentile(0.999)),
+      static_cast<long long>(h.max()));
+  if (c.open) {
+    std::printf("  send late   p50 %lld us, p99 %lld us (the generator's own delay)\n",
+                static_cast<long long>(s.send_late_us.Percentile(0.5)),
+                static_cast<long long>(s.send_late_us.Percentile(0.99)));
+  }
+  std::vector<std::string> codes;
+  for (const auto& [code, hist] : s.by_code) codes.push_back(absl::StrCat(code, " ", hist.count()));
+  std::printf("  status      %s\n", absl::StrJoin(codes, ", ").c_str());
+  for (const auto& [peer, p] : s.by_peer) {
+    std::printf("  replica     %-28s %lld ok, %lld failed\n",
+                peer.empty() ? "(none)" : peer.c_str(), static_cast<long long>(p.ok),
+                static_cast<long long>(p.failed));
+  }
+  if (!r.windows_rps.empty()) {
+    std::vector<std::string> w;
+    for (double x : r.windows_rps) w.push_back(absl::StrFormat("%.0f", x));
+    std::printf("  windows     %s requests/s\n", absl::StrJoin(w, " ").c_str());
+  }
+}
+
+void PrintSweep(const Config& c, const std::vector<RunResult>& runs) {
+  std::printf("\n%-9s %-11s %10s %8s %8s %8s %8s %8s %8s %7s\n", "call",
+              c.open ? "rate" : "concurrency", "req/s", "GB/s", "p50 us", "p90 us", "p99 us",
+              "p99.9 us", "failed", "stable");
+  for (const RunResult& r : runs) {
+    const LatencyHistogram& h = r.stats.latency_us;
+    std::printf(
+        "%-9s %-11g %10.1f %8.3f %8lld %8lld %8lld %8lld %8lld %7s\n",
+        r.echo ? "echo" : "normalize", r.level, r.rps(), r.gbps(),
+        static_cast<long long>(h.Percentile(0.5)), static_cast<long long>(h.Percentile(0.9)),
+        static_cast<long long>(h.Percentile(0.99)), static_cast<long long>(h.Percentile(0.999)),
+        static_cast<long long>(r.stats.failed), r.stable ? "yes" : "no");
+  }
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "normbench: %s\n(normbench --help lists the flags)\n", message.c_str());
+  return 2;
+}
+
+int Main(const CliFlags& f) {
+  if (!f.positional().empty()) return Usage(absl::StrCat("unexpected '", f.positional()[0], "'"));
+  Config c;
+  c.target = f.GetString("target", "localhost:50051");
+  c.open = f.Has("rate");
+  c.stream = f.GetBool("stream");
+  c.echo = f.GetBool("echo");
+  c.compare = f.GetBool("compare");
+  c.verify = f.GetBool("verify");
+  c.quiet = f.GetBool("quiet");
+  if (c.compare && c.echo) return Usage("--compare runs Echo itself; leave out --echo");
+  if (c.verify && c.echo) return Usage("--verify checks Normalize answers; leave out --echo");
+  absl::StatusOr<std::vector<double>> levels =
+      ParseLevels(c.open ? "rate" : "concurrency",
+                  f.GetString(c.open ? "rate" : "concurrency", c.open ? "" : "1"));
+  if (!levels.ok()) return Usage(std::string(levels.status().message()));
+  c.levels = *levels;
+  if (c.open) {
+    absl::StatusOr<int64_t> cap = f.GetInt("concurrency", 64);
+    if (!cap.ok() || *cap < 1 || *cap > 100000) {
+      return Usage("--concurrency: with --rate, the cap of requests in flight, 1 to 100000");
+    }
+    c.concurrency = *cap;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--op: expected rms-norm, layer-norm or l2-norm, got '", op, "'"));
+    for (double l : c.levels) {
+      if (l != std::floor(l) || l > 100000)
+        return Usage("--concurrency: whole numbers up to 100000");
+    }
   }
-  const std::string backend = f.GetString("backend", "auto");
-  if (backend == "cpu") {
-    r.set_backend(v1::BACKEND_CPU);
-  } else if (backend == "cuda") {
-    r.set_backend(v1::BACKEND_CUDA);
-  } else if (backend != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend: expected auto, cpu or cuda, got '", backend, "'"));
+  const std::string arrival = f.GetString("arrival", "constant");
+  if (arrival != "constant" && arrival != "poisson") {
+    return Usage(absl::StrCat("--arrival: expected constant or poisson, got '", arrival, "'"));
   }
-  return r;
-}
-
-// Open loop on streams: request n of a worker goes at start + n / rate, or at once when the
-// worker is late. Workers are phased evenly so that sends do not come in bursts.
-absl::Time NextSend(const Setup& setup, int index, int64_t n) {
-  const double phase = static_cast<double>(index) / static_cast<double>(setup.workers);
-  const absl::Time at = setup.start + absl::Seconds((static_cast<double>(n) + phase) / setup.rate);
-  const absl::Time now = absl::Now();
-  if (at > now) absl::SleepFor(at - now);
-  return at;
-}
-
-void StreamWorker(const Setup& setup, int index, WorkerStats* s) {
-  Client* client = setup.clients[index % setup.clients.size()];
-  std::unique_ptr<NormalizeStream> stream =
-      setup.echo ? client->OpenEchoStream() : client->OpenStream();
-  v1::NormalizeRequest request = setup.request;
-  v1::NormalizeResponse response;
-  for (int64_t n = 0;; ++n) {
-    const absl::Time start = NextSend(setup, index, n);
-    if (start >= setup.end) break;
-    request.set_id(absl::StrCat(index, "-", n));
-    ++s->sent;
-    const bool answered = stream->Write(request) && stream->Read(&response);
-    const absl::StatusCode code = !answered ? stream->Finish().code()
-                                  : response.has_error()
-                                      ? static_cast<absl::StatusCode>(response.error().code())
-                                      : absl::StatusCode::kOk;
-    s->Record(code, answered ? &response : nullptr, request.id(),
-              absl::ToInt64Microseconds(absl::Now() - start));
-    if (!answered) return;
+  if (f.Has("arrival") && !c.open) return Usage("--arrival needs --rate (the open loop)");
+  c.poisson = arrival == "poisson";
+  if (f.Has("duration") && f.Has("requests"))
+    return Usage("give --duration or --requests, not both");
+  if (auto v = f.Find("duration")) {
+    absl::StatusOr<absl::Duration> d = ParseTime("duration", *v);
+    if (!d.ok()) return Usage(std::string(d.status().message()));
+    c.duration = *d;
   }
-  stream->Finish().IgnoreError();
-}
+  if (f.Has("requests")) {
+    absl::StatusOr<int64_t> n = f.GetInt("requests", 0);
+    if (!n.ok() || *n < 1) return Usage("--requests: expected a count >= 1");
+    c.requests = *n;
+  }
+  if (auto v = f.Find("window")) {
+    absl::StatusOr<absl::Duration> d = ParseTime("window", *v);
+    if (!d.ok()) return Usage(std::string(d.status().message()));
+    c.window = *d;
+  }
+  absl::StatusOr<int64_t> max_windows = f.GetInt("max-windows", 10);
+  if (!max_windows.ok() || *max_windows < 3 || *max_windows > 1000) {
+    return Usage("--max-windows: expected 3 to 1000");
+  }
+  c.max_windows = static_cast<int>(*max_windows);
+  if (auto v = f.Find("warmup")) {
+    int64_t count;
+    if (absl::SimpleAtoi(*v, &count) && count >= 0) {
+      c.warmup_requests = count;
+      c.warmup_time = absl::ZeroDuration();
+    } else if (absl::Duration d; absl::ParseDuration(*v, &d) && d >= absl::ZeroDuration()) {
+      c.warmup_time = d;
+    } else {
+      return Usage(
+          absl::StrCat("--warmup: expected a time (2s, 500ms) or a count (100), got '", *v, "'"));
+    }
+  }
+  absl::StatusOr<int64_t> seed = f.GetInt("seed", 1);
+  if (!seed.ok()) return Usage(std::string(seed.status().message()));
+  c.seed = static_cast<uint64_t>(*seed);
 
-int Run(const CliFlags& f) {
-  absl::StatusOr<v1::NormalizeRequest> request = MakeRequest(f);
-  absl::StatusOr<int64_t> concurrency = f.GetInt("concurrency", 1);
-  absl::StatusOr<double> duration = f.GetDouble("duration", 5);
-  absl::StatusOr<double> rate = f.GetDouble("rate", 0);
+  absl::StatusOr<Workload> workload = absl::InternalError("");
+  if (auto mix = f.Find("mix")) {
+    for (const auto& [name, boolean] : Workload::Flags()) {
+      if (f.Has(name))
+        return Usage(absl::StrCat("--mix describes the requests; leave out --", name));
+    }
+    std::ifstream in(*mix);
+    if (!in.good()) return Usage(absl::StrCat("--mix: cannot read '", *mix, "'"));
+    std::stringstream text;
+    text << in.rdbuf();
+    workload = Workload::FromMix(text.str(), c.seed);
+  } else {
+    workload = Workload::FromFlags(f, c.seed);
+  }
+  if (!workload.ok()) return Usage(std::string(workload.status().message()));
+  if (c.verify) {
+    if (absl::Status s = workload->ComputeReferences(); !s.ok())
+      return Usage(std::string(s.message()));
+  }
+
+  ClientOptions options;
   absl::StatusOr<int64_t> timeout_ms = f.GetInt("timeout-ms", 30000);
   absl::StatusOr<int64_t> connections = f.GetInt("connections", 1);
-  for (const absl::Status& s : {request.status(), concurrency.status(), duration.status(),
-                                rate.status(), timeout_ms.status(), connections.status()}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "normbench: %s\n%s", std::string(s.message()).c_str(), kUsage);
-      return 2;
-    }
+  absl::StatusOr<int64_t> max_attempts = f.GetInt("max-attempts", options.retry.max_attempts);
+  if (!timeout_ms.ok() || *timeout_ms < 1) return Usage("--timeout-ms: expected >= 1");
+  if (!connections.ok() || *connections < 1 || *connections > 1024) {
+    return Usage("--connections: expected 1 to 1024");
   }
-  if (*concurrency < 1 || *duration <= 0 || *rate < 0 || *timeout_ms < 1 || *connections < 1 ||
-      *connections > 1024) {
-    std::fprintf(stderr,
-                 "normbench: --concurrency and --timeout-ms must be >= 1, --connections 1 to "
-                 "1024, --duration > 0, --rate >= 0\n%s",
-                 kUsage);
-    return 2;
+  if (!max_attempts.ok() || *max_attempts < 1 || *max_attempts > 5) {
+    return Usage(
+        absl::StrCat("--max-attempts: expected 1 to 5, got '", f.GetString("max-attempts"), "'"));
   }
-  ClientOptions options;
   options.timeout = absl::Milliseconds(*timeout_ms);
   options.own_connection = true;
-  ApplyCredentialFlags(f, &options);
-  absl::StatusOr<int64_t> max_attempts = f.GetInt("max-attempts", options.retry.max_attempts);
-  if (!max_attempts.ok() || *max_attempts < 1 || *max_attempts > 5) {
-    std::fprintf(stderr, "normbench: --max-attempts: expected 1 to 5, got '%s'\n",
-                 f.GetString("max-attempts").c_str());
-    return 2;
-  }
+  options.channels = static_cast<int>(*connections);
   options.retry.max_attempts = static_cast<int>(*max_attempts);
-  Setup setup;
+  ApplyCredentialFlags(f, &options);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(c.target, options);
+  if (!client.ok()) return Usage(std::string(client.status().message()));
   std::vector<std::unique_ptr<Client>> clients;
-  for (int64_t i = 0; i < *connections; ++i) {
-    absl::StatusOr<std::unique_ptr<Client>> client =
-        Client::Create(f.GetString("target", "localhost:50051"), options);
-    if (!client.ok()) {
-      std::fprintf(stderr, "normbench: %s\n", client.status().ToString().c_str());
-      return 1;
-    }
-    setup.clients.push_back(client->get());
-    clients.push_back(*std::move(client));
-  }
-  setup.request = *std::move(request);
-  setup.stream = f.GetBool("stream");
-  setup.echo = f.GetBool("echo");
-  setup.rate = *rate / static_cast<double>(*concurrency);
-  setup.workers = *concurrency;
-  std::vector<WorkerStats> stats(*concurrency);
-  WorkerStats all;
-  std::vector<std::thread> workers;
-  const std::optional<absl::Duration> steal_before = MachineStealTime();
-  setup.start = absl::Now();
-  setup.end = setup.start + absl::Seconds(*duration);
-  if (setup.rate > 0 && !setup.stream) {
-    OpenLoopOptions open;
-    open.rate = *rate;
-    open.start = setup.start;
-    open.end = setup.end;
-    open.max_in_flight = *concurrency;
-    open.echo = setup.echo;
-    workers.emplace_back([&, open] { all = OpenLoop(setup.clients, setup.request, open); });
-  } else if (setup.rate > 0) {
-    for (int i = 0; i < *concurrency; ++i) {
-      workers.emplace_back(StreamWorker, std::cref(setup), i, &stats[i]);
-    }
-  } else {
-    ClosedLoopOptions closed;
-    closed.callers = *concurrency;
-    closed.end = setup.end;
-    closed.stream = setup.stream;
-    closed.echo = setup.echo;
-    workers.emplace_back([&, closed] { all = ClosedLoop(setup.clients, setup.request, closed); });
-  }
-  for (auto& w : workers) w.join();
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - setup.start);
-  const int64_t steal_ms = StealMs(steal_before, MachineStealTime());
+  clients.push_back(*std::move(client));
 
-  for (const auto& s : stats) all.Merge(s);
-  const std::vector<int64_t> every = all.AllLatencies();
-  const double rps = all.ok / elapsed;
-  std::vector<std::string> codes, by_code;
-  for (const auto& [code, v] : all.latencies_us) {
-    codes.push_back(absl::StrCat("\"", code, "\": ", v.size()));
-    by_code.push_back(absl::StrCat("\"", code, "\": ", LatencyJson(v)));
+  std::vector<std::string> labels;
+  for (const WorkItem& item : workload->items()) {
+    labels.push_back(workload->items().size() == 1 ? item.label
+                                                   : absl::StrCat(item.weight, "x ", item.label));
   }
-  const std::string json = absl::StrCat(
-      "{\"op\": \"", setup.echo ? "echo" : f.GetString("op", "rms-norm"), "\", \"shape\": \"",
-      f.GetString("shape", "1x4096"), "\", \"dtype\": \"", f.GetString("dtype", "f32"),
-      "\", \"concurrency\": ", *concurrency, ", \"connections\": ", *connections,
-      ", \"stream\": ", setup.stream ? "true" : "false", ", \"rate\": ", *rate,
-      ", \"duration_s\": ", elapsed, ", \"requests_sent\": ", all.sent,
-      ", \"requests_ok\": ", all.ok, ", \"requests_failed\": ", all.failed,
-      ", \"requests_unanswered\": ", all.sent - all.ok - all.failed,
-      ", \"wrong_id\": ", all.wrong_id, ", \"batched\": ", all.batched,
-      ", \"throughput_rps\": ", rps, ", \"latency_us\": {\"p50\": ", Percentile(every, 0.5),
-      ", \"p90\": ", Percentile(every, 0.9), ", \"p99\": ", Percentile(every, 0.99),
-      ", \"max\": ", every.empty() ? 0 : every.back(),
-      "}, \"send_late_us\": ", LatencyJson(all.send_late_us), ", \"latency_us_by_code\": {",
-      absl::StrJoin(by_code, ", "), "}, \"status_codes\": {", absl::StrJoin(codes, ", "),
-      "}, \"machine_steal_ms\": ", steal_ms, "}");
-  std::printf("%s\n", json.c_str());
-  if (const auto path = f.Find("json")) {
-    std::ofstream(*path) << json << "\n";
+  if (!c.quiet) {
+    std::printf("normbench %s -> %s: %s\n", NORMD_VERSION_STRING, c.target.c_str(),
+                absl::StrJoin(labels, "; ").c_str());
   }
-  return all.failed == 0 && all.wrong_id == 0 ? 0 : 1;
+  Bench bench(c, *std::move(workload), std::move(clients));
+  std::vector<RunResult> runs;
+  for (double level : c.levels) {
+    for (bool echo : c.compare ? std::vector<bool>{false, true} : std::vector<bool>{c.echo}) {
+      runs.push_back(bench.Run(level, echo));
+      if (!c.quiet) PrintRun(c, runs.back());
+    }
+  }
+  std::vector<std::string> ratios;
+  if (c.compare) {
+    for (size_t i = 0; i + 1 < runs.size(); i += 2) {
+      const double rps = runs[i + 1].rps() > 0 ? runs[i].rps() / runs[i + 1].rps() : 0;
+      const int64_t echo_p50 = runs[i + 1].stats.latency_us.Percentile(0.5);
+      const double p50 =
+          echo_p50 > 0 ? static_cast<double>(runs[i].stats.latency_us.Percentile(0.5)) / echo_p50
+                       : 0;
+      std::printf("\nNormalize/Echo at %s %g: throughput %.2fx, p50 latency %.2fx\n",
+                  c.open ? "rate" : "concurrency", runs[i].level, rps, p50);
+      ratios.push_back(absl::StrCat("{\"level\": ", runs[i].level, ", \"throughput_ratio\": ", rps,
+                                    ", \"p50_ratio\": ", p50, "}"));
+    }
+  }
+  if (!c.quiet && runs.size() > 1) PrintSweep(c, runs);
+  std::fflush(stdout);
+  if (auto path = f.Find("json")) {
+    std::vector<std::string> items;
+    for (const WorkItem& item : bench.workload().items()) {
+      items.push_back(
+          absl::StrCat("{\"kind\": \"", item.label, "\", \"weight\": ", item.weight, "}"));
+    }
+    std::vector<std::string> rs;
+    for (const RunResult& r : runs) rs.push_back(Json(c, r));
+    std::ofstream(*path) << "{\"normbench\": \"" << NORMD_VERSION_STRING << "\", \"target\": \""
+                         << c.target << "\", \"workload\": [" << absl::StrJoin(items, ", ")
+                         << "], \"runs\": [" << absl::StrJoin(rs, ", ") << "], \"compare\": ["
+                         << absl::StrJoin(ratios, ", ") << "]}\n";
+  }
+  if (auto path = f.Find("csv")) {
+    std::ofstream out(*path);
+    out << kCsvHeader << "\n";
+    for (const RunResult& r : runs) out << CsvRow(c, r) << "\n";
+  }
+  bool good = true;
+  for (const RunResult& r : runs) {
+    good = good && r.stats.failed == 0 && r.stats.wrong_id == 0 && r.stats.mismatched_calls == 0 &&
+           r.stats.sent == r.stats.answered();
+  }
+  return good ? 0 : 1;
 }
 
 }  // namespace
@@ -254,19 +601,25 @@ int Run(const CliFlags& f) {
 
 int main(int argc, char** argv) {
   std::map<std::string, bool> known = {
-      {"target", false},  {"op", false},           {"shape", false},
-      {"dtype", false},   {"concurrency", false},  {"duration", false},
-      {"stream", true},   {"echo", true},          {"rate", false},
-      {"backend", false}, {"timeout-ms", false},   {"connections", false},
-      {"json", false},    {"max-attempts", false}, {"help", true}};
+      {"target", false},     {"connections", false}, {"max-attempts", false},
+      {"timeout-ms", false}, {"concurrency", false}, {"rate", false},
+      {"arrival", false},    {"stream", true},       {"echo", true},
+      {"compare", true},     {"duration", false},    {"requests", false},
+      {"window", false},     {"max-windows", false}, {"warmup", false},
+      {"seed", false},       {"verify", true},       {"mix", false},
+      {"json", false},       {"csv", false},         {"quiet", true},
+      {"help", true}};
+  for (const auto& [name, boolean] : normd::Workload::Flags()) known[name] = boolean;
   normd::AddCredentialFlags(&known);
   normd::CliFlags flags(known);
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok() || flags.GetBool("help")) {
-    if (!s.ok()) std::fprintf(stderr, "normbench: %s\n", std::string(s.message()).c_str());
-    std::fputs(normd::kUsage, stderr);
-    std::fputs(normd::kCredentialUsage, stderr);
-    return s.ok() ? 0 : 2;
+  const absl::Status parsed = flags.Parse(argc, argv);
+  if (parsed.ok() && flags.GetBool("help")) {
+    std::fputs(normd::kUsage, stdout);
+    std::fputs(normd::Workload::FlagUsage(), stdout);
+    std::fputs(normd::kCredentialUsage, stdout);
+    return 0;
   }
+  if (!parsed.ok()) return normd::Usage(std::string(parsed.message()));
   normd::TuneProcessForMessages();
-  return normd::Run(flags);
+  return normd::Main(flags);
 }

@@ -10,7 +10,8 @@ packages=(build-essential cmake pkg-config protobuf-compiler libprotobuf-dev lib
           protobuf-compiler-grpc libabsl-dev libspdlog-dev libhwy-dev libcpp-httplib-dev)
 if [[ ${1:-} == --test ]]; then
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy
-             python3-grpcio python3-grpc-tools python3-prometheus-client prometheus)
+             python3-grpcio python3-grpc-tools python3-prometheus-client prometheus
+             python3-matplotlib)
   # Debian's npm, unless an npm is already there (a Node.js installed another way conflicts
   # with Debian's).
   command -v npm >/dev/null || packages+=(npm)

@@ -49,6 +49,14 @@ class UnaryCall {
   virtual void OnCancel() {}
 
   void Finish(const grpc::Status& status) {
+    // gRPC tells a retried attempt's server how many attempts came before
+    // (grpc-previous-rpc-attempts) but not the client: returned as a trailer, so that the
+    // client (CallInfo::previous_attempts) and normbench can count retries.
+    const auto& metadata = context_.client_metadata();
+    if (auto it = metadata.find("grpc-previous-rpc-attempts"); it != metadata.end()) {
+      context_.AddTrailingMetadata("normd-previous-rpc-attempts",
+                                   std::string(it->second.data(), it->second.size()));
+    }
     responder_.Finish(response_, status, &finished_event_);
   }
 

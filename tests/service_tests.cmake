@@ -12,6 +12,13 @@ target_link_libraries(server_test PRIVATE normd_transport normd_client normd_com
   GTest::gtest_main GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
+# The client library and normbench's pieces that need no server: the latency histogram
+# against exact percentiles, tensor helpers, workloads, --verify's reference.
+add_executable(client_test client/histogram_test.cc client/client_lib_test.cc)
+target_include_directories(client_test PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(client_test PRIVATE normd_load GTest::gtest_main)
+gtest_discover_tests(client_test DISCOVERY_TIMEOUT 60)
+
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
   integration/error_codes_test.cc integration/retry_test.cc
   integration/transport_test.cc)
@@ -28,7 +35,7 @@ gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)
 #                 rotation and bearer tokens with openssl-made certificates (security).
 set(NORMD_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch, numpy and grpcio")
 foreach(entry conformance/conformance conformance/normctl operations/operations
-              operations/security)
+              operations/security operations/normbench)
   get_filename_component(dir ${entry} DIRECTORY)
   get_filename_component(suite ${entry} NAME)
   add_test(NAME python_${suite}
@@ -36,7 +43,7 @@ foreach(entry conformance/conformance conformance/normctl operations/operations
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${dir})
   set_tests_properties(python_${suite} PROPERTIES
     TIMEOUT 600
-    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_EXAMPLE_BIN=$<TARGET_FILE:normd-example>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
 
 # The rejection benchmark's own checks, at a low rate and without reading its timings:

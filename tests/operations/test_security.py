@@ -149,7 +149,7 @@ class TlsTest(unittest.TestCase):
                                 "--shape", "2x64", "--json", out], capture_output=True, text=True, timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)
             with open(out) as f:
-                report = json.load(f)
+                report = json.load(f)["runs"][0]
             self.assertGreater(report["requests_ok"], 0)
             self.assertEqual(report["requests_failed"], 0)
             # Without the token file normctl is refused.

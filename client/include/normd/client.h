@@ -12,17 +12,30 @@
 // request field a malformed request got wrong. Any gRPC target string
 // works ("host:port", "dns:///name:port", "ipv4:127.0.0.1:5001,127.0.0.1:5002"; several
 // addresses are balanced round-robin).
-// Thread safety: a Client is safe for concurrent use from multiple threads; a
-// NormalizeStream is not (one writer and one reader at a time, as gRPC's).
+//
+// Every op also has two asynchronous forms, with a per-call deadline and cancellation:
+//
+//   normd::PendingResult p = client->RmsNormAsync(x, opt, {.timeout = absl::Milliseconds(50)});
+//   ... p.Cancel();                      // or
+//   absl::StatusOr<normd::NormResult> r = p.Get();
+//   client->RmsNormAsync(x, opt, [](absl::StatusOr<normd::NormResult> r) { ... });
+//
+// Thread safety: a Client is safe for concurrent use from multiple threads, and so are
+// CallHandle and PendingResult; a NormalizeStream is not (one writer and one reader at a
+// time, as gRPC's).
 #ifndef NORMD_CLIENT_CLIENT_H_
 #define NORMD_CLIENT_CLIENT_H_
 
+#include <atomic>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "normd/requests.h"
@@ -38,6 +51,10 @@ struct ClientOptions {
   // true gives this client a connection of its own (load generators open several, as
   // many independent callers would).
   bool own_connection = false;
+  // A channel pool: this many channels, each with a connection of its own, and calls
+  // take turns over them. One HTTP/2 connection serializes its frames on one socket and
+  // one gRPC poller; at hundreds of concurrent calls several carry more.
+  int channels = 1;
   // Transport security. tls_ca_file set: TLS, the server's certificate checked against
   // this PEM CA bundle; tls_cert_file and tls_key_file: the client certificate that
   // mutual TLS asks for; tls_server_name: the name to check the server's certificate for
@@ -71,6 +88,51 @@ struct ClientOptions {
   absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 
+// Options of one call.
+struct CallOptions {
+  std::optional<absl::Duration> timeout;  // the call's deadline; default ClientOptions::timeout
+};
+
+// What gRPC said about a finished unary call besides its answer.
+struct CallInfo {
+  std::string peer;           // the replica that answered ("ipv4:127.0.0.1:5001"), or ""
+  int previous_attempts = 0;  // attempts retried before the answer (0 without a retry)
+};
+
+// A call in flight. Cancel() ends it CANCELLED unless it was already answered; safe from
+// any thread at any time, also after the call ended (then it does nothing). A
+// default-constructed handle refers to no call.
+class CallHandle {
+ public:
+  void Cancel();
+
+ private:
+  friend class Client;
+  struct State {
+    absl::Mutex mu;
+    grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;  // null once answered
+  };
+  std::shared_ptr<State> state_;
+};
+
+// The answer of an asynchronous call, to wait for (a std::future with a Cancel).
+class PendingResult {
+ public:
+  PendingResult(std::future<absl::StatusOr<NormResult>> future, CallHandle call)
+      : future_(std::move(future)), call_(std::move(call)) {}
+  // Waits for the answer and returns it; call once.
+  absl::StatusOr<NormResult> Get() { return future_.get(); }
+  // True once the answer is there (Get will not block).
+  bool WaitFor(absl::Duration d) {
+    return future_.wait_for(absl::ToChronoMicroseconds(d)) == std::future_status::ready;
+  }
+  void Cancel() { call_.Cancel(); }
+
+ private:
+  std::future<absl::StatusOr<NormResult>> future_;
+  CallHandle call_;
+};
+
 // A bidirectional NormalizeStream: write requests, read one response per request.
 class NormalizeStream {
  public:
@@ -85,30 +147,82 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Create(const std::string& target,
                                                         const ClientOptions& options);
 
-  absl::StatusOr<NormResult> LayerNorm(const HostTensor& x, const LayerNormOptions& o);
-  absl::StatusOr<NormResult> RmsNorm(const HostTensor& x, const RmsNormOptions& o);
-  absl::StatusOr<NormResult> L2Norm(const HostTensor& x, const L2NormOptions& o);
-  absl::StatusOr<NormResult> BatchNorm(const HostTensor& x, const BatchNormOptions& o);
-  absl::StatusOr<NormResult> GroupNorm(const HostTensor& x, const GroupNormOptions& o);
-  absl::StatusOr<NormResult> InstanceNorm(const HostTensor& x, const InstanceNormOptions& o);
+  // Blocking calls.
+  absl::StatusOr<NormResult> LayerNorm(const HostTensor& x, const LayerNormOptions& o,
+                                       const CallOptions& c = {});
+  absl::StatusOr<NormResult> RmsNorm(const HostTensor& x, const RmsNormOptions& o,
+                                     const CallOptions& c = {});
+  absl::StatusOr<NormResult> L2Norm(const HostTensor& x, const L2NormOptions& o,
+                                    const CallOptions& c = {});
+  absl::StatusOr<NormResult> BatchNorm(const HostTensor& x, const BatchNormOptions& o,
+                                       const CallOptions& c = {});
+  absl::StatusOr<NormResult> GroupNorm(const HostTensor& x, const GroupNormOptions& o,
+                                       const CallOptions& c = {});
+  absl::StatusOr<NormResult> InstanceNorm(const HostTensor& x, const InstanceNormOptions& o,
+                                          const CallOptions& c = {});
   absl::StatusOr<NormResult> QkNorm(const HostTensor& q, const HostTensor& k,
-                                    const QkNormOptions& o);
+                                    const QkNormOptions& o, const CallOptions& c = {});
+
+  // Asynchronous calls with a callback: return at once; `done` runs exactly once, on a
+  // gRPC thread, and must not block. Destroy the Client only once every `done` has run.
+  using ResultCallback = std::function<void(absl::StatusOr<NormResult>)>;
+  CallHandle LayerNormAsync(const HostTensor& x, const LayerNormOptions& o, ResultCallback done,
+                            const CallOptions& c = {});
+  CallHandle RmsNormAsync(const HostTensor& x, const RmsNormOptions& o, ResultCallback done,
+                          const CallOptions& c = {});
+  CallHandle L2NormAsync(const HostTensor& x, const L2NormOptions& o, ResultCallback done,
+                         const CallOptions& c = {});
+  CallHandle BatchNormAsync(const HostTensor& x, const BatchNormOptions& o, ResultCallback done,
+                            const CallOptions& c = {});
+  CallHandle GroupNormAsync(const HostTensor& x, const GroupNormOptions& o, ResultCallback done,
+                            const CallOptions& c = {});
+  CallHandle InstanceNormAsync(const HostTensor& x, const InstanceNormOptions& o,
+                               ResultCallback done, const CallOptions& c = {});
+  CallHandle QkNormAsync(const HostTensor& q, const HostTensor& k, const QkNormOptions& o,
+                         ResultCallback done, const CallOptions& c = {});
+  // Asynchronous calls with a future. Get the answer before destroying the Client.
+  PendingResult LayerNormAsync(const HostTensor& x, const LayerNormOptions& o,
+                               const CallOptions& c = {});
+  PendingResult RmsNormAsync(const HostTensor& x, const RmsNormOptions& o,
+                             const CallOptions& c = {});
+  PendingResult L2NormAsync(const HostTensor& x, const L2NormOptions& o, const CallOptions& c = {});
+  PendingResult BatchNormAsync(const HostTensor& x, const BatchNormOptions& o,
+                               const CallOptions& c = {});
+  PendingResult GroupNormAsync(const HostTensor& x, const GroupNormOptions& o,
+                               const CallOptions& c = {});
+  PendingResult InstanceNormAsync(const HostTensor& x, const InstanceNormOptions& o,
+                                  const CallOptions& c = {});
+  PendingResult QkNormAsync(const HostTensor& q, const HostTensor& k, const QkNormOptions& o,
+                            const CallOptions& c = {});
+  // Any request, answered as a NormResult (what the typed methods above send).
+  CallHandle CallAsync(v1::NormalizeRequest request, ResultCallback done,
+                       const CallOptions& c = {});
+  PendingResult CallAsync(v1::NormalizeRequest request, const CallOptions& c = {});
 
   // The raw call: any request, the response as the server sent it.
-  absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request);
+  absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request,
+                                                  const CallOptions& c = {});
   // Responses come in request order; several requests may be written before reading.
   std::unique_ptr<NormalizeStream> OpenStream();
   // normd.v1.DiagnosticsService: the request's input returned as output, without compute
   // (benchmarks); UNIMPLEMENTED where the server runs with --no-diagnostics.
-  absl::StatusOr<v1::NormalizeResponse> Echo(const v1::NormalizeRequest& request);
+  absl::StatusOr<v1::NormalizeResponse> Echo(const v1::NormalizeRequest& request,
+                                             const CallOptions& c = {});
   std::unique_ptr<NormalizeStream> OpenEchoStream();
   // Asynchronous raw calls, for callers that keep many calls in flight without a thread
   // each (load generators): returns at once; `done` runs exactly once, on a gRPC thread,
   // with the response or the call's status. It must not block. Destroy the Client only
-  // once every `done` has run.
+  // once every `done` has run. The InfoCallback forms also say which replica answered
+  // and how many attempts were retried (normd returns gRPC's grpc-previous-rpc-attempts
+  // count as the trailer normd-previous-rpc-attempts).
   using Callback = std::function<void(absl::StatusOr<v1::NormalizeResponse>)>;
-  void NormalizeAsync(v1::NormalizeRequest request, Callback done);
-  void EchoAsync(v1::NormalizeRequest request, Callback done);
+  using InfoCallback =
+      std::function<void(absl::StatusOr<v1::NormalizeResponse>, const CallInfo& info)>;
+  CallHandle NormalizeAsync(v1::NormalizeRequest request, Callback done, const CallOptions& c = {});
+  CallHandle EchoAsync(v1::NormalizeRequest request, Callback done, const CallOptions& c = {});
+  CallHandle NormalizeAsync(v1::NormalizeRequest request, InfoCallback done,
+                            const CallOptions& c = {});
+  CallHandle EchoAsync(v1::NormalizeRequest request, InfoCallback done, const CallOptions& c = {});
   // An asynchronous NormalizeStream (EchoStream with echo) driven by `reactor`, gRPC's
   // callback-API stream object: binds it to a new call on `context`, which must outlive
   // the call; the caller then starts its reads and writes and calls reactor->StartCall().
@@ -122,13 +236,14 @@ class Client {
   // sets the deadline on `context`, starts the call and asks for its answer, which
   // arrives on `cq` as `tag` with the response in `*response` and the status in
   // `*status`. `context`, `response`, `status` and the returned reader must outlive that
-  // event.
+  // event; CallInfoOf(*context) then says who answered.
   using QueueReader = grpc::ClientAsyncResponseReader<v1::NormalizeResponse>;
   std::unique_ptr<QueueReader> StartOnQueue(bool echo, grpc::ClientContext* context,
                                             const v1::NormalizeRequest& request,
                                             grpc::CompletionQueue* cq,
                                             v1::NormalizeResponse* response, grpc::Status* status,
                                             void* tag);
+  static CallInfo CallInfoOf(const grpc::ClientContext& context);
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
   // grpc.health.v1.Health/Check of `service` ("": the whole server): true when SERVING.
   absl::StatusOr<bool> CheckHealth(const std::string& service = "");
@@ -137,23 +252,26 @@ class Client {
                                                                               int decoder_layers);
 
  private:
-  Client(std::unique_ptr<v1::NormService::Stub> stub,
-         std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics,
-         std::unique_ptr<grpc::health::v1::Health::Stub> health, ClientOptions options,
-         std::string authorization)
-      : stub_(std::move(stub)),
-        diagnostics_(std::move(diagnostics)),
-        health_(std::move(health)),
+  // One channel's stubs.
+  struct Stubs {
+    std::unique_ptr<v1::NormService::Stub> norm;
+    std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics;  // Echo, EchoStream
+    std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  };
+  Client(std::vector<Stubs> pool, ClientOptions options, std::string authorization)
+      : pool_(std::move(pool)),
         options_(std::move(options)),
         authorization_(std::move(authorization)) {}
-  void Prepare(grpc::ClientContext* context) const;    // deadline and credentials
+  Stubs& Next();  // the next channel of the pool, in turn
+  // Deadline (the call's own timeout or the client's) and credentials.
+  void Prepare(grpc::ClientContext* context, const CallOptions& c = {}) const;
   void Authorize(grpc::ClientContext* context) const;  // the bearer token, if any
-  absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request);
-  void CallAsync(bool echo, v1::NormalizeRequest request, Callback done);
+  absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request, const CallOptions& c);
+  CallHandle StartAsync(bool echo, v1::NormalizeRequest request, InfoCallback done,
+                        const CallOptions& c);
 
-  std::unique_ptr<v1::NormService::Stub> stub_;
-  std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics_;  // Echo, EchoStream
-  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  std::vector<Stubs> pool_;
+  std::atomic<uint64_t> next_{0};
   ClientOptions options_;
   std::string authorization_;  // "Bearer <token>", or empty
 };
@@ -162,6 +280,9 @@ class Client {
 // or "" when it names none.
 //   if (!r.ok()) std::cerr << normd::ErrorField(r.status());  // e.g. "rms_norm.eps"
 std::string ErrorField(const absl::Status& status);
+
+// A response's tensors as a NormResult (what the typed calls return).
+NormResult ToNormResult(const v1::NormalizeResponse& response);
 
 }  // namespace normd
 

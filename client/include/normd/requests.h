@@ -115,10 +115,6 @@ v1::NormalizeRequest MakeRequest(const HostTensor& q, const HostTensor& k, const
 void ToWire(const HostTensor& t, v1::Tensor* out);
 HostTensor FromWire(const v1::Tensor& t);
 
-// Conversions between HostTensor and the wire tensor.
-void ToWire(const HostTensor& t, v1::Tensor* out);
-HostTensor FromWire(const v1::Tensor& t);
-
 }  // namespace normd
 
 #endif  // NORMD_CLIENT_REQUESTS_H_

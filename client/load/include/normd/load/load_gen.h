@@ -1,52 +1,116 @@
 // Load generation shared by normbench and the serving benchmarks: closed-loop callers on
 // gRPC's callback API and an open-loop sender on a completion queue polled by its own
 // thread (no thread per request in flight: on a 2-core machine shared with the server, 64
-// blocking client threads cost more CPU than the calls), recording into LoadStats
-// (load_stats.h).
+// blocking client threads cost more CPU than the calls), recording into a LoadRecorder.
 //
-// Thread safety: ClosedLoop blocks the calling thread and gathers answers from gRPC's
-// threads under its own lock; OpenLoop does all its work on the calling thread.
+// A run sends the kinds of a Workload (workload.h) and stops at `end`, when `stop` is set,
+// or when the recorder's measured requests reach its limit, whichever comes first; every
+// request sent is answered (or fails) before the generator returns. The recorder decides
+// which answers count: those of requests sent after the measurement began (a warmup's
+// answers are dropped).
+//
+// Thread safety: LoadRecorder is safe for concurrent use. ClosedLoop blocks the calling
+// thread and gathers answers from gRPC's threads; OpenLoop does all its work on the
+// calling thread (and one thread per stream with `stream`).
 #ifndef NORMD_LOAD_LOAD_GEN_H_
 #define NORMD_LOAD_LOAD_GEN_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "normd/client.h"
 #include "normd/load/load_stats.h"
+#include "normd/load/workload.h"
 
 namespace normd {
 
-struct ClosedLoopOptions {
-  int64_t callers = 1;
-  absl::Time end;
-  bool stream = false;  // one NormalizeStream per caller instead of unary calls
-  bool echo = false;    // Echo / EchoStream instead of Normalize
+class LoadRecorder {
+ public:
+  // With `verify`, every OK answer is checked against its kind's reference (the workload's
+  // references must have been computed).
+  explicit LoadRecorder(bool verify = false) : verify_(verify) {}
+
+  // Starts a measured phase: the stats start over, their origin is now, and only
+  // requests sent from now on count.
+  void BeginMeasurement();
+  // The same, at the moment the `sends`-th request of the run goes out (a warmup by
+  // count); 0: at the first.
+  void BeginMeasurementAfter(int64_t sends);
+  // Measure at most `requests` requests: Sent() refuses the ones after (-1: no limit).
+  void set_limit(int64_t requests);
+  // Marks the measured phase's end for the throughput (answers still in flight are
+  // recorded but were sent before; see elapsed()).
+  void EndMeasurement();
+
+  // A request is about to go out: returns the phase it belongs to (for Record) and counts
+  // it, or -1 when the measured requests reached the limit (then it must not be sent).
+  int Sent();
+  // Its answer. `item` is the kind that was sent; `late_us` >= 0: the open loop's delay.
+  void Record(int phase, const WorkItem& item, Answer answer);
+  void RecordLate(int phase, int64_t late_us);
+
+  // Reads the stats under the lock.
+  void Peek(const std::function<void(const LoadStats&, absl::Time origin)>& fn) const;
+  LoadStats Take();  // the stats, moved out
+  // Seconds from BeginMeasurement to EndMeasurement (or to now, before it).
+  double elapsed() const;
+
+ private:
+  const bool verify_;
+  mutable absl::Mutex mu_;
+  void BeginLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int phase_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not measuring
+  int64_t total_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t begin_after_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t limit_ ABSL_GUARDED_BY(mu_) = -1;
+  absl::Time origin_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  absl::Time end_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  LoadStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
-// `callers` callers, taking turns over `clients`, each keep one request in flight until
-// `end` (ids "caller-n"): the next goes when the last is answered. Latency is from send to
-// answer. Returns when every caller has stopped.
+struct ClosedLoopOptions {
+  int64_t callers = 1;
+  absl::Time end = absl::InfiniteFuture();
+  const std::atomic<bool>* stop = nullptr;  // set by another thread to end the run
+  bool stream = false;                      // one NormalizeStream per caller instead of unary calls
+  bool echo = false;                        // Echo / EchoStream instead of Normalize
+};
+
+// `callers` callers, taking turns over `clients`, each keep one request in flight (ids
+// "caller-n"): the next goes when the last is answered. Latency is from send to answer.
+// Returns when every caller has stopped.
+void ClosedLoop(const std::vector<Client*>& clients, const Workload& workload,
+                LoadRecorder* recorder, const ClosedLoopOptions& options);
+// One request, every answer recorded.
 LoadStats ClosedLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
                      const ClosedLoopOptions& options);
 
 struct OpenLoopOptions {
-  double rate = 1000;  // requests per second, in all
-  absl::Time start, end;
-  int64_t max_in_flight = 1024;
-  bool echo = false;  // Echo instead of Normalize
+  double rate = 1000;    // requests per second, in all
+  bool poisson = false;  // exponential gaps of mean 1/rate instead of constant ones
+  uint64_t seed = 1;     // of the Poisson gaps
+  absl::Time start, end = absl::InfiniteFuture();
+  const std::atomic<bool>* stop = nullptr;
+  int64_t max_in_flight = 1024;  // unary; with `stream`, the number of streams
+  bool echo = false;             // Echo instead of Normalize
+  bool stream = false;  // NormalizeStream: max_in_flight streams, each its share of the rate
 };
 
-// Sends request n (its id set to "n") at start + n / rate until `end`, asynchronously and
-// round-robin over `clients`, with at most max_in_flight outstanding: a send that finds
-// that many waits for one to finish. Returns when every call is answered. Latency counts
-// from the scheduled time, so any wait, here or in the server, shows in it (no
-// coordinated omission). One thread sends and takes the answers from a completion queue,
-// polling at least every 100 us: no thread is woken per answer (client CPU per call at
-// 10000 calls/s on the 2-core VM: about 60 us, against 75 with a receiver thread blocking
-// on the queue and 97 on gRPC's callback threads), and an answer is timed up to 100 us
-// (plus sleep overshoot) late, which counts against it.
+// Sends request n (its id set to "n") at its scheduled time until the run ends,
+// asynchronously and round-robin over `clients`, with at most max_in_flight outstanding:
+// a send that finds that many waits for one to finish. Returns when every call is
+// answered. Latency counts from the scheduled time, so any wait, here or in the server,
+// shows in it (no coordinated omission). One thread sends and takes the answers from a
+// completion queue, polling at least every 100 us: no thread is woken per answer (client
+// CPU per call at 10000 calls/s on the 2-core VM: about 60 us, against 75 with a
+// receiver thread blocking on the queue and 97 on gRPC's callback threads), and an answer
+// is timed up to 100 us (plus sleep overshoot) late, which counts against it.
+void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, LoadRecorder* recorder,
+              const OpenLoopOptions& options);
 LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
                    const OpenLoopOptions& options);
 

@@ -1,0 +1,53 @@
+// The accuracy rule of docs/semantics.md as one predicate, for the tests that compare a
+// backend with the float64 reference and for normbench --verify: F32 within
+// 1e-5 (1 + |ref|); F16/BF16 within one ulp of the reference rounded to the type (round to
+// nearest even, no double rounding); NaN only where the reference is NaN; an infinite
+// reference met exactly. Stateless, header-only, safe from any thread.
+#ifndef NORMD_KERNELS_ACCURACY_H_
+#define NORMD_KERNELS_ACCURACY_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+
+#include "normd/kernels/dtype.h"
+
+namespace normd::kernels {
+
+// Nearest value of type t to the double d (round to nearest even, no double rounding).
+inline float RoundDouble(DType t, double d) {
+  if (t == DType::kF32 || std::isnan(d)) return static_cast<float>(d);
+  const float f = static_cast<float>(d);
+  const float r = RoundTo(t, f);
+  // Check the representable neighbours of r: rounding via float may have moved a tie.
+  auto bits = [t](float v) { return t == DType::kF16 ? F16FromF32(v) : BF16FromF32(v); };
+  auto value = [t](uint16_t b) { return t == DType::kF16 ? F32FromF16(b) : F32FromBF16(b); };
+  const uint16_t b = bits(r);
+  float best = r;
+  for (int delta : {-1, 1}) {
+    const float cand = value(static_cast<uint16_t>(b + delta));
+    if (std::isnan(cand) || std::isinf(r)) continue;
+    const double dc = std::fabs(cand - d), db = std::fabs(best - d);
+    if (dc < db || (dc == db && (bits(cand) & 1) == 0)) best = cand;
+  }
+  return best;
+}
+
+// Signed-magnitude bits mapped onto a line, so neighbouring values differ by one.
+inline int64_t OrderedBits(DType t, float v) {
+  const uint16_t b = t == DType::kF16 ? F16FromF32(v) : BF16FromF32(v);
+  return (b & 0x8000) ? -static_cast<int64_t>(b & 0x7fff) : static_cast<int64_t>(b);
+}
+
+// Whether an output element y of type t meets the rule against the reference value.
+inline bool WithinAccuracy(DType t, float y, double ref) {
+  if (std::isnan(ref) || std::isnan(y)) return std::isnan(ref) && std::isnan(y);
+  if (t == DType::kF32) {
+    return std::isinf(ref) ? y == ref : std::fabs(y - ref) <= 1e-5 * (1 + std::fabs(ref));
+  }
+  return std::llabs(OrderedBits(t, y) - OrderedBits(t, RoundDouble(t, ref))) <= 1;
+}
+
+}  // namespace normd::kernels
+
+#endif  // NORMD_KERNELS_ACCURACY_H_
