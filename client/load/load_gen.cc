@@ -14,78 +14,6 @@
 
 namespace normd {
 
-void LoadRecorder::BeginMeasurement() {
-  absl::MutexLock l(&mu_);
-  BeginLocked();
-}
-
-void LoadRecorder::BeginLocked() {
-  ++phase_;
-  origin_ = absl::Now();
-  end_ = absl::InfiniteFuture();
-  stats_ = LoadStats();
-}
-
-void LoadRecorder::BeginMeasurementAfter(int64_t sends) {
-  absl::MutexLock l(&mu_);
-  begin_after_ = sends;
-  if (total_sent_ >= sends) BeginLocked();
-}
-
-void LoadRecorder::set_limit(int64_t requests) {
-  absl::MutexLock l(&mu_);
-  limit_ = requests;
-}
-
-void LoadRecorder::EndMeasurement() {
-  absl::MutexLock l(&mu_);
-  end_ = absl::Now();
-}
-
-int LoadRecorder::Sent() {
-  absl::MutexLock l(&mu_);
-  if (phase_ == 0 && begin_after_ >= 0 && total_sent_ >= begin_after_) BeginLocked();
-  if (phase_ > 0 && limit_ >= 0 && stats_.sent >= limit_) return -1;
-  ++total_sent_;
-  if (phase_ > 0) ++stats_.sent;
-  return phase_;
-}
-
-void LoadRecorder::Record(int phase, const WorkItem& item, Answer a) {
-  // The check runs before the lock: it reads every output element.
-  if (verify_ && a.code == absl::StatusCode::kOk && a.response != nullptr &&
-      item.reference != nullptr) {
-    a.mismatched = Mismatches(*item.reference, *a.response);
-  }
-  a.bytes = static_cast<int64_t>(item.request.ByteSizeLong()) +
-            (a.response != nullptr ? static_cast<int64_t>(a.response->ByteSizeLong()) : 0);
-  const absl::Time now = absl::Now();
-  absl::MutexLock l(&mu_);
-  if (phase == 0 || phase != phase_) return;  // a warmup's, or an earlier phase's
-  a.second = absl::ToDoubleSeconds(now - origin_);
-  stats_.Record(a);
-}
-
-void LoadRecorder::RecordLate(int phase, int64_t late_us) {
-  absl::MutexLock l(&mu_);
-  if (phase != 0 && phase == phase_) stats_.send_late_us.Record(late_us);
-}
-
-void LoadRecorder::Peek(const std::function<void(const LoadStats&, absl::Time)>& fn) const {
-  absl::MutexLock l(&mu_);
-  fn(stats_, origin_);
-}
-
-LoadStats LoadRecorder::Take() {
-  absl::MutexLock l(&mu_);
-  return std::move(stats_);
-}
-
-double LoadRecorder::elapsed() const {
-  absl::MutexLock l(&mu_);
-  return absl::ToDoubleSeconds(std::min(end_, absl::Now()) - origin_);
-}
-
 namespace {
 
 // What decides, per send, whether a run goes on.
@@ -345,6 +273,16 @@ void StreamWorker(RunControl* control, Client* client, const OpenLoopOptions& op
   stream->Finish().IgnoreError();
 }
 
+// One request, every answer of `run` measured.
+template <class Run>
+LoadStats MeasureOne(const v1::NormalizeRequest& request, Run run) {
+  const Workload workload = Workload::Of(request);
+  LoadRecorder recorder;
+  recorder.BeginMeasurement();
+  run(workload, &recorder);
+  return recorder.Take();
+}
+
 }  // namespace
 
 void ClosedLoop(const std::vector<Client*>& clients, const Workload& workload,
@@ -368,11 +306,8 @@ void ClosedLoop(const std::vector<Client*>& clients, const Workload& workload,
 
 LoadStats ClosedLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
                      const ClosedLoopOptions& options) {
-  const Workload workload = Workload::Of(request);
-  LoadRecorder recorder;
-  recorder.BeginMeasurement();
-  ClosedLoop(clients, workload, &recorder, options);
-  return recorder.Take();
+  return MeasureOne(
+      request, [&](const Workload& w, LoadRecorder* r) { ClosedLoop(clients, w, r, options); });
 }
 
 void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, LoadRecorder* recorder,
@@ -476,11 +411,8 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
 
 LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,
                    const OpenLoopOptions& options) {
-  const Workload workload = Workload::Of(request);
-  LoadRecorder recorder;
-  recorder.BeginMeasurement();
-  OpenLoop(clients, workload, &recorder, options);
-  return recorder.Take();
+  return MeasureOne(request,
+                    [&](const Workload& w, LoadRecorder* r) { OpenLoop(clients, w, r, options); });
 }
 
 }  // namespace normd

@@ -279,15 +279,13 @@ absl::StatusOr<Workload> Workload::FromFlags(const CliFlags& flags, uint64_t see
     label.push_back(boolean ? absl::StrCat("--", name)
                             : absl::StrCat("--", name, " ", flags.GetString(name)));
   }
-  w.items_.push_back({absl::StrJoin(label, " "), 1, std::move(request), nullptr});
-  w.cumulative_ = {1};
+  w.Add(absl::StrJoin(label, " "), 1, std::move(request));
   return w;
 }
 
 Workload Workload::Of(const v1::NormalizeRequest& request) {
   Workload w;
-  w.items_.push_back({"request", 1, request, nullptr});
-  w.cumulative_ = {1};
+  w.Add("request", 1, request);
   return w;
 }
 
@@ -321,13 +319,21 @@ absl::StatusOr<Workload> Workload::FromMix(const std::string& text, uint64_t see
       return bad(absl::StrCat("unexpected '", flags.positional()[0], "'"));
     absl::StatusOr<Workload> one = FromFlags(flags, Mix(seed ^ static_cast<uint64_t>(line_no)));
     if (!one.ok()) return bad(one.status().message());
-    WorkItem item = std::move(one->items_[0]);
-    item.weight = weight;
-    w.items_.push_back(std::move(item));
-    w.cumulative_.push_back((w.cumulative_.empty() ? 0 : w.cumulative_.back()) + weight);
+    WorkItem& item = one->items_[0];
+    w.Add(std::move(item.label), weight, std::move(item.request));
   }
   if (w.items_.empty()) return absl::InvalidArgumentError("--mix: no request kinds in the file");
   return w;
+}
+
+void Workload::Add(std::string label, double weight, v1::NormalizeRequest request) {
+  WorkItem item;
+  item.label = std::move(label);
+  item.weight = weight;
+  item.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
+  item.request = std::move(request);
+  items_.push_back(std::move(item));
+  cumulative_.push_back((cumulative_.empty() ? 0 : cumulative_.back()) + weight);
 }
 
 absl::Status Workload::ComputeReferences() {

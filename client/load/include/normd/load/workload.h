@@ -31,6 +31,7 @@ struct WorkItem {
   std::string label;  // "rms-norm 1x4096 bf16 --weight"
   double weight = 1;
   v1::NormalizeRequest request;
+  int64_t request_bytes = 0;                   // its serialized size (ids aside), counted once here
   std::shared_ptr<const Reference> reference;  // set by ComputeReferences
 };
 
@@ -54,6 +55,8 @@ class Workload {
   const std::vector<WorkItem>& items() const { return items_; }
 
  private:
+  void Add(std::string label, double weight, v1::NormalizeRequest request);
+
   std::vector<WorkItem> items_;
   std::vector<double> cumulative_;  // running sum of weights
   uint64_t seed_ = 0;
