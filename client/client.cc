@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <tuple>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "chunking.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpcpp/create_channel.h"
@@ -22,19 +24,7 @@ constexpr char kBadRequestTypeUrl[] = "type.googleapis.com/google.rpc.BadRequest
 // The trailer in which normd returns gRPC's grpc-previous-rpc-attempts request header.
 constexpr char kPreviousAttemptsTrailer[] = "normd-previous-rpc-attempts";
 
-// The call's status with the server's details (a google.rpc.Status in the binary
-// details) as payloads keyed by their type URLs.
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  absl::Status out(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-  google::rpc::Status rich;
-  if (!s.error_details().empty() && rich.ParseFromString(s.error_details())) {
-    for (const google::protobuf::Any& detail : rich.details()) {
-      out.SetPayload(detail.type_url(), absl::Cord(detail.value()));
-    }
-  }
-  return out;
-}
+absl::Status FromGrpc(const grpc::Status& s) { return StatusFromGrpc(s); }
 
 class GrpcNormalizeStream final : public NormalizeStream {
  public:
@@ -160,6 +150,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // pings on idle connections too
   if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  for (const auto& [name, value] : options.channel_args) args.SetInt(name, value);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ChannelCredentials(options, &args);
   if (!credentials.ok()) return credentials.status();
@@ -221,11 +212,24 @@ void Client::Authorize(grpc::ClientContext* context) const {
 
 absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeRequest& request,
                                                         const CallOptions& c) {
+  if (std::optional<ChunkPlan> plan = PlanFor(request)) {
+    std::promise<absl::StatusOr<v1::NormalizeResponse>> answer;
+    std::future<absl::StatusOr<v1::NormalizeResponse>> result = answer.get_future();
+    StartChunked(
+        request, *std::move(plan),
+        [&answer](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
+          answer.set_value(std::move(r));
+        },
+        c);
+    return result.get();
+  }
   grpc::ClientContext context;
   Prepare(&context, c);
   v1::NormalizeResponse response;
-  if (absl::Status s = FromGrpc(Next().norm->Normalize(&context, request, &response)); !s.ok())
+  if (absl::Status s = FromGrpc(Next().norm->Normalize(&context, request, &response)); !s.ok()) {
+    NoteFailure(s);
     return s;
+  }
   return response;
 }
 
@@ -280,6 +284,11 @@ std::unique_ptr<Client::QueueReader> Client::StartOnQueue(bool echo, grpc::Clien
 
 CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallback done,
                               const CallOptions& c) {
+  if (!echo) {
+    if (std::optional<ChunkPlan> plan = PlanFor(request)) {
+      return StartChunked(std::move(request), *std::move(plan), std::move(done), c);
+    }
+  }
   // What the call reads and writes must outlive it: owned here, freed by the callback.
   struct Call {
     grpc::ClientContext context;
@@ -287,8 +296,10 @@ CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallb
     v1::NormalizeResponse response;
     InfoCallback done;
     std::shared_ptr<CallHandle::State> handle = std::make_shared<CallHandle::State>();
+    Client* client;
   };
   auto* call = new Call;
+  call->client = this;
   Prepare(&call->context, c);
   call->request = std::move(request);
   call->done = std::move(done);
@@ -298,7 +309,7 @@ CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallb
   }
   CallHandle handle;
   handle.state_ = call->handle;
-  auto on_done = [call](grpc::Status s) {
+  auto on_done = [call, echo](grpc::Status s) {
     {
       absl::MutexLock l(&call->handle->mu);  // a Cancel from now on finds no call
       call->handle->context = nullptr;
@@ -312,7 +323,9 @@ CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallb
     InfoCallback done = std::move(call->done);
     absl::StatusOr<v1::NormalizeResponse> result =
         s.ok() ? absl::StatusOr<v1::NormalizeResponse>(std::move(call->response)) : FromGrpc(s);
+    Client* client = call->client;
     delete call;
+    if (!result.ok() && !echo) client->NoteFailure(result.status());
     done(std::move(result), info);
   };
   Stubs& stubs = Next();

@@ -3,23 +3,43 @@
 // a NormResult.
 #include <future>
 #include <memory>
+#include <type_traits>
 
 #include "normd/client.h"
 
 namespace normd {
 
-NormResult ToNormResult(const v1::NormalizeResponse& r) {
+namespace {
+// A wire tensor as a HostTensor: copied, or with its bytes moved out of `t`.
+HostTensor Convert(const v1::Tensor& t) { return FromWire(t); }
+HostTensor Convert(v1::Tensor& t) {
+  std::string bytes = std::move(*t.mutable_data());
+  HostTensor out = FromWire(t);  // dtype and shape; the bytes were moved out
+  out.bytes = std::move(bytes);
+  return out;
+}
+
+// R: const v1::NormalizeResponse (copies) or v1::NormalizeResponse (moves).
+template <class R>
+NormResult MakeNormResult(R& r) {
+  constexpr bool kMove = !std::is_const_v<R>;
   NormResult out;
-  out.output = FromWire(r.output());
-  auto take = [](bool has, const v1::Tensor& t, std::optional<HostTensor>* dst) {
-    if (has) *dst = FromWire(t);
+  auto at = [&r](const v1::Tensor& (v1::NormalizeResponse::*get)() const,
+                 v1::Tensor* (v1::NormalizeResponse::*mut)()) -> HostTensor {
+    if constexpr (kMove) {
+      return Convert(*(r.*mut)());
+    } else {
+      return Convert((r.*get)());
+    }
   };
-  take(r.has_k_output(), r.k_output(), &out.k_output);
-  take(r.has_residual_sum(), r.residual_sum(), &out.residual_sum);
-  take(r.has_batch_mean(), r.batch_mean(), &out.batch_mean);
-  take(r.has_batch_var(), r.batch_var(), &out.batch_var);
-  take(r.has_running_mean(), r.running_mean(), &out.running_mean);
-  take(r.has_running_var(), r.running_var(), &out.running_var);
+  using M = v1::NormalizeResponse;
+  out.output = at(&M::output, &M::mutable_output);
+  if (r.has_k_output()) out.k_output = at(&M::k_output, &M::mutable_k_output);
+  if (r.has_residual_sum()) out.residual_sum = at(&M::residual_sum, &M::mutable_residual_sum);
+  if (r.has_batch_mean()) out.batch_mean = at(&M::batch_mean, &M::mutable_batch_mean);
+  if (r.has_batch_var()) out.batch_var = at(&M::batch_var, &M::mutable_batch_var);
+  if (r.has_running_mean()) out.running_mean = at(&M::running_mean, &M::mutable_running_mean);
+  if (r.has_running_var()) out.running_var = at(&M::running_var, &M::mutable_running_var);
   out.backend = r.backend() == v1::BACKEND_CUDA ? Backend::kCuda : Backend::kCpu;
   out.queue_us = r.timing().queue_us();
   out.batch_requests = r.timing().batch_requests();
@@ -27,11 +47,15 @@ NormResult ToNormResult(const v1::NormalizeResponse& r) {
   out.total_us = r.timing().total_us();
   return out;
 }
+}  // namespace
+
+NormResult ToNormResult(const v1::NormalizeResponse& r) { return MakeNormResult(r); }
+NormResult ToNormResult(v1::NormalizeResponse&& r) { return MakeNormResult(r); }
 
 absl::StatusOr<NormResult> Client::Call(const v1::NormalizeRequest& request, const CallOptions& c) {
   absl::StatusOr<v1::NormalizeResponse> r = Normalize(request, c);
   if (!r.ok()) return r.status();
-  return ToNormResult(*r);
+  return ToNormResult(*std::move(r));
 }
 
 CallHandle Client::CallAsync(v1::NormalizeRequest request, ResultCallback done,
@@ -39,7 +63,7 @@ CallHandle Client::CallAsync(v1::NormalizeRequest request, ResultCallback done,
   return StartAsync(
       false, std::move(request),
       [done = std::move(done)](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
-        done(r.ok() ? absl::StatusOr<NormResult>(ToNormResult(*r)) : r.status());
+        done(r.ok() ? absl::StatusOr<NormResult>(ToNormResult(*std::move(r))) : r.status());
       },
       c);
 }

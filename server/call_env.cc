@@ -11,7 +11,8 @@ absl::StatusOr<std::unique_ptr<Work>> MakeWork(const CallEnv& env,
                                                const std::atomic<bool>* cancelled) {
   response->set_id(request.id());
   auto work = std::make_unique<Work>();
-  absl::StatusOr<Job> job = BuildJob(request, env.options.limits, response);
+  SharedMemoryAccess shared_memory(env.shared_memory);
+  absl::StatusOr<Job> job = BuildJob(request, env.options.limits, response, &shared_memory);
   if (!job.ok()) {
     // Partially allocated outputs must not travel with an error.
     response->Clear();
@@ -19,6 +20,7 @@ absl::StatusOr<std::unique_ptr<Work>> MakeWork(const CallEnv& env,
     return job.status();
   }
   work->job = *std::move(job);
+  work->held = shared_memory.TakeHeld();
   // The bytes this request pins while queued: its message and its allocated outputs.
   work->bytes = static_cast<int64_t>(request.ByteSizeLong() + response->ByteSizeLong());
   work->deadline = deadline;

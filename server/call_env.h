@@ -18,6 +18,7 @@
 #include "normd/v1/normd.pb.h"
 #include "server/auth.h"
 #include "server/metrics/metrics.h"
+#include "server/shared_memory.h"
 #include "server/tensor_checks.h"
 
 namespace normd::server {
@@ -34,6 +35,7 @@ struct CallEnv {
   Scheduler* scheduler = nullptr;
   metrics::Metrics* metrics = nullptr;       // every answered request is recorded here
   const TokenAuthenticator* auth = nullptr;  // null: no token required
+  SharedMemoryRegistry* shared_memory = nullptr;  // null: --no-shared-memory
   ServiceOptions options;
 };
 

@@ -78,7 +78,7 @@ absl::Status CheckRunningStats(const Params& p, bool required, absl::string_view
 }
 
 template <class Args>
-void SetCommon(const BuildContext& ctx, const ChannelInputs& in, Args* a) {
+absl::Status SetCommon(const BuildContext& ctx, const ChannelInputs& in, Args* a) {
   a->n = in.n;
   a->c = in.c;
   a->s = in.s;
@@ -87,8 +87,13 @@ void SetCommon(const BuildContext& ctx, const ChannelInputs& in, Args* a) {
   a->weight = in.weight;
   a->bias = in.bias;
   a->eps = in.eps;
-  a->y = AllocateOutput(ctx.response->mutable_output(), ctx.output_dtype.value_or(in.x.dtype),
-                        in.x.shape);
+  const v1::NormalizeRequest& r = ctx.request;
+  NORMD_ASSIGN_OR_RETURN(
+      a->y,
+      PlaceOutput(ctx.response->mutable_output(), ctx.output_dtype.value_or(in.x.dtype), in.x.shape,
+                  r.has_output_shared_memory() ? &r.output_shared_memory() : nullptr,
+                  "output_shared_memory", ctx.limits));
+  return absl::OkStatus();
 }
 
 void Finish(const ChannelInputs& in, Job::Family family, Job* job) {
@@ -114,7 +119,7 @@ absl::Status BuildBatchNorm(const BuildContext& ctx, Job* job) {
       a.training ? "with the other running stat" : "when training = false", in, ctx.limits, &a));
   a.momentum = p.has_momentum() ? p.momentum() : kernels::kDefaultBatchNormMomentum;
   NORMD_RETURN_IF_ERROR(CheckFinite(a.momentum, "batch_norm.momentum"));
-  SetCommon(ctx, in, &a);
+  NORMD_RETURN_IF_ERROR(SetCommon(ctx, in, &a));
   if (a.training) {
     v1::NormalizeResponse* r = ctx.response;
     a.batch_mean = AllocateOutput(r->mutable_batch_mean(), kernels::DType::kF32, {a.c});
@@ -138,7 +143,7 @@ absl::Status BuildGroupNorm(const BuildContext& ctx, Job* job) {
                         ShapeString(in.x.shape), " and num_groups=", p.num_groups());
   }
   job->group.groups = p.num_groups();
-  SetCommon(ctx, in, &job->group);
+  NORMD_RETURN_IF_ERROR(SetCommon(ctx, in, &job->group));
   Finish(in, Job::Family::kGroupNorm, job);
   return absl::OkStatus();
 }
@@ -155,7 +160,7 @@ absl::Status BuildInstanceNorm(const BuildContext& ctx, Job* job) {
     // GroupNorm with one channel per group. Running stats, if sent, are neither used nor
     // updated with input statistics.
     job->group.groups = in.c == 0 ? 1 : in.c;
-    SetCommon(ctx, in, &job->group);
+    NORMD_RETURN_IF_ERROR(SetCommon(ctx, in, &job->group));
     Finish(in, Job::Family::kGroupNorm, job);
     return absl::OkStatus();
   }
@@ -164,7 +169,7 @@ absl::Status BuildInstanceNorm(const BuildContext& ctx, Job* job) {
   a.training = false;
   NORMD_RETURN_IF_ERROR(
       CheckRunningStats(p, true, "instance_norm", "with use_running_stats", in, ctx.limits, &a));
-  SetCommon(ctx, in, &a);
+  NORMD_RETURN_IF_ERROR(SetCommon(ctx, in, &a));
   Finish(in, Job::Family::kBatchNorm, job);
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "normd/common/channel_args.h"
 #include "normd/common/cli_flags.h"
 
 namespace normd::server {
@@ -18,7 +19,7 @@ namespace {
 
 constexpr int64_t kMax = int64_t{1} << 50;
 
-enum class Kind { kInt, kSize, kDuration, kBool, kString, kChoice };
+enum class Kind { kInt, kSize, kDuration, kBool, kString, kChoice, kChannelArgs };
 
 // A parsed value; the member the flag's kind names is set.
 struct Value {
@@ -77,6 +78,9 @@ const std::vector<Flag>& Flags() {
        65536},
       {"no-cuda", Kind::kBool, "false", "serve from the CPU only, even with a GPU present",
        [](const Value& v, ServerConfig* c) { c->server.enable_cuda = !v.b; }},
+      {"no-shared-memory", Kind::kBool, "false",
+       "refuse tensors in shared memory (RegisterSharedMemory: UNIMPLEMENTED)",
+       [](const Value& v, ServerConfig* c) { c->server.enable_shared_memory = !v.b; }},
       {"no-diagnostics", Kind::kBool, "false",
        "do not serve normd.v1.DiagnosticsService (Echo, EchoStream)",
        [](const Value& v, ServerConfig* c) { c->server.enable_diagnostics = !v.b; }},
@@ -113,6 +117,11 @@ const std::vector<Flag>& Flags() {
          c->server.connections.max_concurrent_streams = static_cast<int>(v.i);
        },
        1, INT32_MAX},
+      {"grpc-args", Kind::kChannelArgs, "",
+       "more gRPC channel arguments, NAME=INTEGER comma-separated (transport tuning)",
+       [](const Value& v, ServerConfig* c) {
+         c->server.connections.grpc_args = *ParseChannelArgs(v.s);
+       }},
       {"keepalive-time", Kind::kDuration, "2h", "the server pings a connection idle this long",
        [](const Value& v, ServerConfig* c) { c->server.connections.keepalive_time = v.d; }},
       {"keepalive-timeout", Kind::kDuration, "20s",
@@ -182,6 +191,10 @@ absl::StatusOr<Value> ParseValue(const Flag& f, const std::string& text) {
       }
       return v;
     case Kind::kString:
+      v.s = text;
+      return v;
+    case Kind::kChannelArgs:
+      if (absl::Status s = ParseChannelArgs(text).status(); !s.ok()) return s;
       v.s = text;
       return v;
     case Kind::kChoice:

@@ -38,6 +38,7 @@ void FillServerInfo(const CallEnv& env, v1::GetServerInfoResponse* info) {
   }
   info->set_max_message_bytes(env.options.max_message_bytes);
   info->set_max_rank(env.options.limits.max_rank);
+  info->set_shared_memory(env.shared_memory != nullptr);
   info->set_max_elements(env.options.limits.max_elements);
 }
 

@@ -1,13 +1,17 @@
 #include "server/request_builder.h"
 
+#include "normd/common/status_macros.h"
 #include "server/field_error.h"
+#include "server/shared_memory.h"
 #include "server/wire_enums.h"
 
 namespace normd::server {
 
-absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& limits,
-                             v1::NormalizeResponse* response) {
+absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& request_limits,
+                             v1::NormalizeResponse* response, SharedMemoryAccess* shared_memory) {
   Job job;
+  Limits limits = request_limits;
+  limits.shared_memory = shared_memory;
   absl::StatusOr<BackendPreference> preference = ToBackendPreference(request.backend(), "backend");
   if (!preference.ok()) return preference.status();
   job.preference = *preference;
@@ -49,6 +53,18 @@ absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& 
                           "group_norm, instance_norm, qk_norm, got none");
   }
   if (!status.ok()) return status;
+  // Output references the op has no output for.
+  if (request.has_k_output_shared_memory() && request.op_case() != v1::NormalizeRequest::kQkNorm) {
+    return InvalidField("k_output_shared_memory", "expected unset: only qk_norm has a k_output");
+  }
+  if (request.has_residual_sum_shared_memory() && !response->has_residual_sum()) {
+    return InvalidField("residual_sum_shared_memory",
+                        "expected unset: the request asks for no residual_sum");
+  }
+  if (shared_memory != nullptr) {
+    const bool row_op = job.family == Job::Family::kRowNorm || job.family == Job::Family::kQkNorm;
+    NORMD_RETURN_IF_ERROR(shared_memory->CheckOverlaps(row_op));
+  }
   return job;
 }
 

@@ -18,8 +18,11 @@
 
 namespace normd::server {
 
+// `shared_memory`: resolves the request's shared-memory references and holds their
+// regions; null: references are INVALID_ARGUMENT.
 absl::StatusOr<Job> BuildJob(const v1::NormalizeRequest& request, const Limits& limits,
-                             v1::NormalizeResponse* response);
+                             v1::NormalizeResponse* response,
+                             SharedMemoryAccess* shared_memory = nullptr);
 
 // Per-family builders, called by BuildJob once the common fields are checked.
 struct BuildContext {

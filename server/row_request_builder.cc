@@ -21,11 +21,17 @@ using kernels::RowNormKind;
 // `cols` elements of `x`; `prefix` is the op's field name.
 absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols,
                       const v1::Residual* residual, absl::string_view prefix, RowNormArgs* a,
-                      v1::Tensor* y_out) {
+                      v1::Tensor* y_out, bool k_output = false) {
   a->cols = cols;
   a->rows = cols == 0 ? 0 : x.numel / cols;
   a->x = x.view();
-  a->y = AllocateOutput(y_out, ctx.output_dtype.value_or(x.dtype), x.shape);
+  const v1::NormalizeRequest& r = ctx.request;
+  const v1::SharedMemoryRef* y_ref =
+      k_output ? (r.has_k_output_shared_memory() ? &r.k_output_shared_memory() : nullptr)
+               : (r.has_output_shared_memory() ? &r.output_shared_memory() : nullptr);
+  NORMD_ASSIGN_OR_RETURN(
+      a->y, PlaceOutput(y_out, ctx.output_dtype.value_or(x.dtype), x.shape, y_ref,
+                        k_output ? "k_output_shared_memory" : "output_shared_memory", ctx.limits));
   if (residual == nullptr) return absl::OkStatus();
   const std::string field = absl::StrCat(prefix, ".residual");
   NORMD_ASSIGN_OR_RETURN(TensorInfo skip,
@@ -50,7 +56,11 @@ absl::Status SetRowIo(const BuildContext& ctx, const TensorInfo& x, int64_t cols
                           "sum h to return), got true");
     }
     // Only now: a response carries residual_sum only when it was asked for.
-    a->h = AllocateOutput(ctx.response->mutable_residual_sum(), x.dtype, x.shape);
+    NORMD_ASSIGN_OR_RETURN(
+        a->h,
+        PlaceOutput(ctx.response->mutable_residual_sum(), x.dtype, x.shape,
+                    r.has_residual_sum_shared_memory() ? &r.residual_sum_shared_memory() : nullptr,
+                    "residual_sum_shared_memory", ctx.limits));
   }
   return absl::OkStatus();
 }
@@ -191,7 +201,8 @@ absl::Status BuildQkNorm(const BuildContext& ctx, Job* job) {
                              CheckParam(*weight, field, {head_dim}, t.dtype, ctx.limits));
       a->weight = v;
     }
-    NORMD_RETURN_IF_ERROR(SetRowIo(ctx, t, head_dim, nullptr, "qk_norm", a, out));
+    NORMD_RETURN_IF_ERROR(SetRowIo(ctx, t, head_dim, nullptr, "qk_norm", a, out,
+                                   out == ctx.response->mutable_k_output()));
     bytes += t.numel * kernels::ElementSize(t.dtype);
     empty = empty && t.numel == 0;
   }

@@ -33,6 +33,7 @@ void SetConnectionArguments(const ServerOptions::Connections& c, grpc::ServerBui
         std::pair{GRPC_ARG_MAX_CONNECTION_IDLE_MS, c.max_connection_idle}}) {
     if (d > absl::ZeroDuration()) b->AddChannelArgument(arg, Millis(d));
   }
+  for (const auto& [name, value] : c.grpc_args) b->AddChannelArgument(name, value);
 }
 
 }  // namespace
@@ -101,6 +102,10 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(&s->service_);
   s->diagnostics_enabled_ = options.enable_diagnostics;
+  if (options.enable_shared_memory) {
+    s->shared_memory_ = std::make_unique<SharedMemoryRegistry>();
+    s->env_.shared_memory = s->shared_memory_.get();
+  }
   if (s->diagnostics_enabled_) builder.RegisterService(&s->diagnostics_);
   builder.RegisterService(&s->health_);
   const int threads = options.transport_threads > 0

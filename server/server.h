@@ -39,6 +39,9 @@ struct ServerOptions {
   int transport_threads = 0;
   bool enable_cuda = true;         // use a CUDA device when one is present
   bool enable_diagnostics = true;  // serve normd.v1.DiagnosticsService (Echo, EchoStream)
+  // The shared-memory data plane (RegisterSharedMemory, SharedMemoryRef); false: those
+  // calls are UNIMPLEMENTED and references INVALID_ARGUMENT.
+  bool enable_shared_memory = true;
   // Tests only: the backends to serve with instead of the machine's.
   std::vector<std::shared_ptr<kernels::Backend>> backends;
   // How long Shutdown lets accepted calls finish before cancelling them.
@@ -66,6 +69,9 @@ struct ServerOptions {
     absl::Duration max_connection_age;        // zero: unlimited
     absl::Duration max_connection_age_grace;  // zero: unlimited
     absl::Duration max_connection_idle;       // zero: unlimited
+    // More of gRPC's integer channel arguments (name, value), set last: what
+    // --grpc-args names, for transport tuning and its A/B measurements.
+    std::vector<std::pair<std::string, int>> grpc_args;
   } connections;
 };
 
@@ -95,6 +101,7 @@ class NormServer {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<TokenAuthenticator> auth_;
+  std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when off
   CallEnv env_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   AsyncService service_;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/field_error.h"
+#include "server/shared_memory.h"
 #include "server/wire_enums.h"
 
 namespace normd::server {
@@ -51,6 +52,20 @@ absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view fi
                         " elements, got ", numel, " in ", ShapeString(info.shape));
   }
   const int64_t want_bytes = numel * kernels::ElementSize(info.dtype);
+  info.numel = numel;
+  if (t.has_shared_memory()) {
+    if (!t.data().empty()) {
+      return InvalidField(absl::StrCat(field, ".data"),
+                          "expected no bytes with shared_memory set, got ", t.data().size());
+    }
+    SharedMemoryAccess none(nullptr);
+    SharedMemoryAccess* access = limits.shared_memory ? limits.shared_memory : &none;
+    absl::StatusOr<const void*> p =
+        access->Input(t.shared_memory(), absl::StrCat(field, ".shared_memory"), want_bytes);
+    if (!p.ok()) return p.status();
+    info.data = *p;
+    return info;
+  }
   if (static_cast<int64_t>(t.data().size()) != want_bytes) {
     return InvalidField(absl::StrCat(field, ".data"), "expected ", want_bytes, " bytes for ",
                         kernels::DTypeName(info.dtype), " ", ShapeString(info.shape), ", got ",
@@ -97,6 +112,22 @@ kernels::MutTensor AllocateOutput(v1::Tensor* out, kernels::DType dtype,
   std::string* data = out->mutable_data();
   data->assign(static_cast<size_t>(numel * kernels::ElementSize(dtype)), '\0');
   return {dtype, data->data(), numel};
+}
+
+absl::StatusOr<kernels::MutTensor> PlaceOutput(v1::Tensor* out, kernels::DType dtype,
+                                               absl::Span<const int64_t> shape,
+                                               const v1::SharedMemoryRef* ref,
+                                               const std::string& field, const Limits& limits) {
+  if (ref == nullptr) return AllocateOutput(out, dtype, shape);
+  const int64_t numel = SaturatingProduct(shape);
+  SharedMemoryAccess none(nullptr);
+  SharedMemoryAccess* access = limits.shared_memory ? limits.shared_memory : &none;
+  absl::StatusOr<void*> p = access->Output(*ref, field, numel * kernels::ElementSize(dtype));
+  if (!p.ok()) return p.status();
+  out->set_dtype(WireDType(dtype));
+  out->mutable_shape()->Assign(shape.begin(), shape.end());
+  *out->mutable_shared_memory() = *ref;
+  return kernels::MutTensor{dtype, *p, numel};
 }
 
 }  // namespace normd::server

@@ -17,9 +17,14 @@
 
 namespace normd::server {
 
+class SharedMemoryAccess;
+
 struct Limits {
   int max_rank = 8;
   int64_t max_elements = int64_t{1} << 31;
+  // Per request (BuildJob sets it): resolves tensors given as shared-memory references;
+  // null: a reference is INVALID_ARGUMENT.
+  SharedMemoryAccess* shared_memory = nullptr;
 };
 
 // A checked wire tensor: its bytes match its dtype and shape.
@@ -57,6 +62,12 @@ absl::Status CheckFinite(double value, absl::string_view field);
 // Shapes `out` as (dtype, shape) with zeroed bytes and returns a view of those bytes.
 kernels::MutTensor AllocateOutput(v1::Tensor* out, kernels::DType dtype,
                                   absl::Span<const int64_t> shape);
+// The same, or, with `ref`, in shared memory: `out` then carries dtype, shape and the
+// reference, and the view points into the region (`field`: the reference's request field).
+absl::StatusOr<kernels::MutTensor> PlaceOutput(v1::Tensor* out, kernels::DType dtype,
+                                               absl::Span<const int64_t> shape,
+                                               const v1::SharedMemoryRef* ref,
+                                               const std::string& field, const Limits& limits);
 
 }  // namespace normd::server
 

@@ -203,6 +203,58 @@ class DeepNormCall final
   void Handle() override { Finish(ToGrpcStatus(ComputeDeepNorm(request_, &response_))); }
 };
 
+// RegisterSharedMemory, UnregisterSharedMemory, SharedMemoryStatus: the registry's
+// answers, or UNIMPLEMENTED where shared memory is off.
+absl::Status SharedMemoryOff() {
+  return absl::UnimplementedError(
+      "shared memory is off on this server (--no-shared-memory): send tensors in `data`");
+}
+
+class RegisterSharedMemoryCall final
+    : public UnaryCall<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse> {
+ public:
+  explicit RegisterSharedMemoryCall(const Listener& at)
+      : UnaryCall(at, at.service, &AsyncService::RequestRegisterSharedMemory) {}
+
+ private:
+  void Relisten() override { new RegisterSharedMemoryCall(at_); }
+  void Handle() override {
+    SharedMemoryRegistry* registry = at_.env->shared_memory;
+    Finish(ToGrpcStatus(registry ? registry->Register(request_) : SharedMemoryOff()));
+  }
+};
+
+class UnregisterSharedMemoryCall final
+    : public UnaryCall<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse> {
+ public:
+  explicit UnregisterSharedMemoryCall(const Listener& at)
+      : UnaryCall(at, at.service, &AsyncService::RequestUnregisterSharedMemory) {}
+
+ private:
+  void Relisten() override { new UnregisterSharedMemoryCall(at_); }
+  void Handle() override {
+    SharedMemoryRegistry* registry = at_.env->shared_memory;
+    Finish(ToGrpcStatus(registry ? registry->Unregister(request_.name()) : SharedMemoryOff()));
+  }
+};
+
+class SharedMemoryStatusCall final
+    : public UnaryCall<v1::SharedMemoryStatusRequest, v1::SharedMemoryStatusResponse> {
+ public:
+  explicit SharedMemoryStatusCall(const Listener& at)
+      : UnaryCall(at, at.service, &AsyncService::RequestSharedMemoryStatus) {}
+
+ private:
+  void Relisten() override { new SharedMemoryStatusCall(at_); }
+  void Handle() override {
+    SharedMemoryRegistry* registry = at_.env->shared_memory;
+    if (registry == nullptr) return Finish(ToGrpcStatus(SharedMemoryOff()));
+    absl::StatusOr<v1::SharedMemoryStatusResponse> status = registry->Status(request_.name());
+    if (status.ok()) response_ = *std::move(status);
+    Finish(ToGrpcStatus(status.status()));
+  }
+};
+
 }  // namespace
 
 void ListenUnary(const Listener& at) {
@@ -214,6 +266,9 @@ void ListenUnary(const Listener& at) {
   }
   new ServerInfoCall(at);
   new DeepNormCall(at);
+  new RegisterSharedMemoryCall(at);
+  new UnregisterSharedMemoryCall(at);
+  new SharedMemoryStatusCall(at);
 }
 
 }  // namespace normd::server

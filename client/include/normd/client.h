@@ -29,6 +29,7 @@
 #include <atomic>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,10 +40,13 @@
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "normd/requests.h"
+#include "normd/shared_memory.h"
 #include "normd/v1/normd.grpc.pb.h"
 #include "normd/version.h"
 
 namespace normd {
+
+struct ChunkPlan;  // chunking.h, private
 
 struct ClientOptions {
   absl::Duration timeout = absl::Seconds(30);  // deadline of each call
@@ -86,6 +90,23 @@ struct ClientOptions {
   // default), which answers more frequent pings with GOAWAY.
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+  // Large tensors: a row-wise request (LayerNorm, RMSNorm, L2, QK-norm, also with a
+  // residual) whose row tensors hold at least `threshold_bytes` goes as row chunks of
+  // about `chunk_bytes`, pipelined over one NormalizeStream with up to `window` chunks in
+  // flight, and the answers are put back together: bit-identical to one Normalize call,
+  // but the server computes early chunks while later ones are still on the wire, and no
+  // HTTP/2 message is larger than a chunk. Applies to Normalize, NormalizeAsync, CallAsync
+  // and the typed calls (not Echo, streams or StartOnQueue). The channel ops, whose
+  // statistics span rows, always go whole. threshold_bytes 0: never chunk. The defaults
+  // are measured (BENCHMARKS.md, "Large tensors").
+  // More of gRPC's integer channel arguments (name, value), set last (transport tuning;
+  // BENCHMARKS.md, "Large tensors", has the A/B of those tried).
+  std::vector<std::pair<std::string, int>> channel_args;
+  struct Chunking {
+    int64_t threshold_bytes = 1 << 20;
+    int64_t chunk_bytes = 256 << 10;
+    int window = 16;
+  } chunking;
 };
 
 // Options of one call.
@@ -108,6 +129,7 @@ class CallHandle {
 
  private:
   friend class Client;
+  friend class ChunkedCall;
   struct State {
     absl::Mutex mu;
     grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;  // null once answered
@@ -245,6 +267,15 @@ class Client {
                                             void* tag);
   static CallInfo CallInfoOf(const grpc::ClientContext& context);
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
+  // The shared-memory data plane (shared_memory.h; same host only). The client remembers
+  // what it registered: when a call names a region the server does not know (a restarted
+  // server forgets its regions), that call fails INVALID_ARGUMENT naming
+  // `...shared_memory.region`, and the client registers every region it remembers again
+  // at once, so the calls after it work.
+  absl::Status RegisterSharedMemory(const SharedMemoryRegion& region);
+  absl::Status RegisterSharedMemory(const v1::RegisterSharedMemoryRequest& request);
+  absl::Status UnregisterSharedMemory(const std::string& name);  // "": every region
+  absl::StatusOr<v1::SharedMemoryStatusResponse> SharedMemoryStatus(const std::string& name = "");
   // grpc.health.v1.Health/Check of `service` ("": the whole server): true when SERVING.
   absl::StatusOr<bool> CheckHealth(const std::string& service = "");
   absl::StatusOr<v1::GetDeepNormCoefficientsResponse> GetDeepNormCoefficients(v1::Architecture arch,
@@ -269,11 +300,20 @@ class Client {
   absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request, const CallOptions& c);
   CallHandle StartAsync(bool echo, v1::NormalizeRequest request, InfoCallback done,
                         const CallOptions& c);
+  // The request as row chunks on a NormalizeStream (chunked_call.cc).
+  CallHandle StartChunked(v1::NormalizeRequest request, ChunkPlan plan, InfoCallback done,
+                          const CallOptions& c);
+  std::optional<ChunkPlan> PlanFor(const v1::NormalizeRequest& request) const;
+  // A failed call's status: when it names an unregistered region, registers again (without
+  // waiting) every region this client registered.
+  void NoteFailure(const absl::Status& status);
 
   std::vector<Stubs> pool_;
   std::atomic<uint64_t> next_{0};
   ClientOptions options_;
   std::string authorization_;  // "Bearer <token>", or empty
+  absl::Mutex regions_mu_;
+  std::map<std::string, v1::RegisterSharedMemoryRequest> regions_ ABSL_GUARDED_BY(regions_mu_);
 };
 
 // The request field a failed call names (google.rpc.BadRequest in the status's details),
@@ -283,6 +323,7 @@ std::string ErrorField(const absl::Status& status);
 
 // A response's tensors as a NormResult (what the typed calls return).
 NormResult ToNormResult(const v1::NormalizeResponse& response);
+NormResult ToNormResult(v1::NormalizeResponse&& response);  // moves the tensors' bytes
 
 }  // namespace normd
 

@@ -8,6 +8,8 @@
 #define NORMD_SCHEDULING_WORK_H_
 
 #include <atomic>
+#include <memory>
+#include <vector>
 #include <cstdint>
 
 #include "absl/functional/any_invocable.h"
@@ -36,6 +38,9 @@ struct Work {
   // Set by the call when the client cancels; queued work seen cancelled is dropped.
   // Optional; must outlive the Work's `done` call.
   const std::atomic<bool>* cancelled = nullptr;
+  // What the job's tensors point into besides the call's messages (the shared-memory
+  // mappings of its references), held until the Work is destroyed.
+  std::vector<std::shared_ptr<const void>> held;
   // Called exactly once, with OK and the result, or with the reason it did not run. It
   // runs on whichever thread finished the work (an executor, the enqueuing thread for
   // inline work, a Cancel caller) and must not block.

@@ -1,0 +1,243 @@
+#include "chunking.h"
+
+#include <algorithm>
+
+#include "absl/strings/cord.h"
+#include "google/rpc/status.pb.h"
+
+namespace normd {
+namespace {
+
+int64_t WireElementSize(v1::DataType t) {
+  switch (t) {
+    case v1::DATA_TYPE_F32:
+      return 4;
+    case v1::DATA_TYPE_F16:
+    case v1::DATA_TYPE_BF16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// `t` cut into rows of its last `k` dims; false when it is not a well-formed tensor of at
+// least that rank (the server will say why, to the whole request).
+bool Describe(const v1::Tensor& t, int k, ChunkedTensor* out) {
+  const int rank = t.shape_size();
+  const int64_t size = WireElementSize(t.dtype());
+  if (size == 0 || k < 1 || rank < k || rank > 8) return false;
+  int64_t rows = 1, row = 1;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t n = t.shape(d);
+    if (n < 0 || n > (int64_t{1} << 40)) return false;
+    (d < rank - k ? rows : row) *= n;
+    if (rows > (int64_t{1} << 40) || row > (int64_t{1} << 40)) return false;
+  }
+  if (static_cast<int64_t>(t.data().size()) != rows * row * size) return false;
+  out->shape.assign(t.shape().begin(), t.shape().end());
+  out->row_dims.assign(t.shape().end() - k, t.shape().end());
+  out->rows = rows;
+  out->row_bytes = row * size;
+  return true;
+}
+
+// The accessors of the request's row tensors, by op.
+using MutableAt = v1::Tensor* (*)(v1::NormalizeRequest*);
+using At = const v1::Tensor* (*)(const v1::NormalizeRequest&);
+struct Where {
+  MutableAt mutable_in;
+  At in;
+};
+
+constexpr Where kInput{[](v1::NormalizeRequest* r) { return r->mutable_input(); },
+                       [](const v1::NormalizeRequest& r) { return &r.input(); }};
+constexpr Where kLayerSkip{
+    [](v1::NormalizeRequest* r) {
+      return r->mutable_layer_norm()->mutable_residual()->mutable_skip();
+    },
+    [](const v1::NormalizeRequest& r) { return &r.layer_norm().residual().skip(); }};
+constexpr Where kRmsSkip{
+    [](v1::NormalizeRequest* r) {
+      return r->mutable_rms_norm()->mutable_residual()->mutable_skip();
+    },
+    [](const v1::NormalizeRequest& r) { return &r.rms_norm().residual().skip(); }};
+constexpr Where kQ{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_q(); },
+                   [](const v1::NormalizeRequest& r) { return &r.qk_norm().q(); }};
+constexpr Where kK{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_k(); },
+                   [](const v1::NormalizeRequest& r) { return &r.qk_norm().k(); }};
+
+}  // namespace
+
+std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t threshold_bytes,
+                                    int64_t chunk_bytes) {
+  if (threshold_bytes <= 0 || chunk_bytes <= 0) return std::nullopt;
+  std::vector<std::pair<Where, int>> tensors;  // where, rows' rank
+  switch (request.op_case()) {
+    case v1::NormalizeRequest::kLayerNorm: {
+      const int k =
+          request.layer_norm().normalized_ndim() == 0 ? 1 : request.layer_norm().normalized_ndim();
+      tensors.push_back({kInput, k});
+      if (request.layer_norm().has_residual()) tensors.push_back({kLayerSkip, k});
+      break;
+    }
+    case v1::NormalizeRequest::kRmsNorm:
+      tensors.push_back({kInput, 1});
+      if (request.rms_norm().has_residual()) tensors.push_back({kRmsSkip, 1});
+      break;
+    case v1::NormalizeRequest::kL2Norm:
+      tensors.push_back({kInput, 1});
+      break;
+    case v1::NormalizeRequest::kQkNorm:
+      tensors.push_back({kQ, 2});  // [..., heads, head_dim]: a row is one head
+      tensors.push_back({kK, 2});
+      break;
+    default:
+      return std::nullopt;  // the channel ops' statistics span rows
+  }
+  ChunkPlan plan;
+  int64_t total = 0, fewest_rows = INT64_MAX;
+  for (auto& [where, k] : tensors) {
+    ChunkedTensor t{where.mutable_in, where.in};
+    // QK-norm's q and k: rank >= 2, rows of head_dim.
+    if (!Describe(*where.in(request), k, &t)) return std::nullopt;
+    if (k == 2) {
+      t.rows *= t.row_dims[0];
+      t.row_bytes /= std::max<int64_t>(t.row_dims[0], 1);
+      t.row_dims.erase(t.row_dims.begin());
+    }
+    total += t.rows * t.row_bytes;
+    fewest_rows = std::min(fewest_rows, t.rows);
+    plan.tensors.push_back(std::move(t));
+  }
+  // A residual's skip must match the input, or the server rejects the whole request.
+  if (plan.tensors.size() == 2 && request.op_case() != v1::NormalizeRequest::kQkNorm &&
+      plan.tensors[1].shape != plan.tensors[0].shape) {
+    return std::nullopt;
+  }
+  if (total < threshold_bytes) return std::nullopt;
+  const int64_t chunks = std::min((total + chunk_bytes - 1) / chunk_bytes, fewest_rows);
+  if (chunks < 2) return std::nullopt;
+  plan.chunks = static_cast<int>(std::min<int64_t>(chunks, 1 << 20));
+  for (ChunkedTensor& t : plan.tensors) {
+    for (int i = 0; i <= plan.chunks; ++i) t.starts.push_back(t.rows * i / plan.chunks);
+  }
+  // The skeleton: a copy of the request without the row tensors' bytes (copied once per
+  // chunk, it must stay small).
+  v1::NormalizeRequest& skeleton = plan.skeleton;
+  skeleton.set_id(request.id());
+  skeleton.set_backend(request.backend());
+  skeleton.set_output_dtype(request.output_dtype());
+  for (const ChunkedTensor& t : plan.tensors) {
+    t.mutable_in(&skeleton)->set_dtype(t.in(request)->dtype());
+  }
+  // Every other field of the op (weights, eps, flags), by a copy of the op's message with
+  // the row tensors' data left out.
+  switch (request.op_case()) {
+    case v1::NormalizeRequest::kLayerNorm: {
+      v1::LayerNormParams p = request.layer_norm();
+      if (p.has_residual()) p.mutable_residual()->mutable_skip()->clear_data();
+      skeleton.mutable_layer_norm()->MergeFrom(p);
+      break;
+    }
+    case v1::NormalizeRequest::kRmsNorm: {
+      v1::RmsNormParams p = request.rms_norm();
+      if (p.has_residual()) p.mutable_residual()->mutable_skip()->clear_data();
+      skeleton.mutable_rms_norm()->MergeFrom(p);
+      break;
+    }
+    case v1::NormalizeRequest::kL2Norm:
+      *skeleton.mutable_l2_norm() = request.l2_norm();
+      break;
+    default: {
+      v1::QkNormParams p;
+      p.set_kind(request.qk_norm().kind());
+      if (request.qk_norm().has_q_weight()) *p.mutable_q_weight() = request.qk_norm().q_weight();
+      if (request.qk_norm().has_k_weight()) *p.mutable_k_weight() = request.qk_norm().k_weight();
+      if (request.qk_norm().has_eps()) p.set_eps(request.qk_norm().eps());
+      skeleton.mutable_qk_norm()->MergeFrom(p);
+      break;
+    }
+  }
+  return plan;
+}
+
+v1::NormalizeRequest MakeChunk(const v1::NormalizeRequest& whole, const ChunkPlan& plan, int i) {
+  v1::NormalizeRequest chunk = plan.skeleton;
+  for (const ChunkedTensor& t : plan.tensors) {
+    const int64_t first = t.starts[i], rows = t.starts[i + 1] - first;
+    v1::Tensor* out = t.mutable_in(&chunk);
+    out->clear_shape();
+    out->add_shape(rows);
+    for (int64_t d : t.row_dims) out->add_shape(d);
+    out->set_data(t.in(whole)->data().data() + first * t.row_bytes,
+                  static_cast<size_t>(rows * t.row_bytes));
+  }
+  return chunk;
+}
+
+ChunkAssembler::ChunkAssembler(const v1::NormalizeRequest& whole, const ChunkPlan& plan)
+    : plan_(plan) {
+  whole_.set_id(whole.id());
+}
+
+absl::Status ChunkAssembler::Add(v1::NormalizeResponse part) {
+  if (part.has_error()) return StatusFromRpc(part.error());
+  const bool qk = plan_.skeleton.op_case() == v1::NormalizeRequest::kQkNorm;
+  // The outputs a row op makes, each with the row tensor whose rows it follows.
+  struct Out {
+    v1::Tensor* (*at)(v1::NormalizeResponse*);
+    const ChunkedTensor& follows;
+  };
+  const Out outs[] = {
+      {[](v1::NormalizeResponse* r) { return r->mutable_output(); }, plan_.tensors[0]},
+      {qk ? +[](v1::NormalizeResponse* r) { return r->mutable_k_output(); }
+          : +[](v1::NormalizeResponse* r) { return r->mutable_residual_sum(); },
+       plan_.tensors.size() > 1 ? plan_.tensors[1] : plan_.tensors[0]},
+  };
+  const bool present[] = {part.has_output(), qk ? part.has_k_output() : part.has_residual_sum()};
+  for (int o = 0; o < 2; ++o) {
+    if (!present[o]) continue;
+    v1::Tensor* from = outs[o].at(&part);
+    v1::Tensor* to = outs[o].at(&whole_);
+    if (added_ == 0) {
+      to->set_dtype(from->dtype());
+      to->mutable_shape()->Assign(outs[o].follows.shape.begin(), outs[o].follows.shape.end());
+      const int64_t rows = outs[o].follows.starts[1];
+      const int64_t per_row = rows > 0 ? static_cast<int64_t>(from->data().size()) / rows : 0;
+      to->mutable_data()->reserve(static_cast<size_t>(per_row * outs[o].follows.rows));
+    }
+    to->mutable_data()->append(from->data());
+  }
+  if (added_ == 0) {
+    whole_.set_backend(part.backend());
+    *whole_.mutable_timing() = part.timing();
+  } else {
+    // Queue time and total: the longest chunk's; compute: the chunks' sum.
+    v1::Timing* t = whole_.mutable_timing();
+    t->set_queue_us(std::max(t->queue_us(), part.timing().queue_us()));
+    t->set_total_us(std::max(t->total_us(), part.timing().total_us()));
+    t->set_compute_us(t->compute_us() + part.timing().compute_us());
+    t->set_batch_requests(std::max(t->batch_requests(), part.timing().batch_requests()));
+  }
+  ++added_;
+  return absl::OkStatus();
+}
+
+absl::Status StatusFromRpc(const google::rpc::Status& error) {
+  absl::Status out(static_cast<absl::StatusCode>(error.code()), error.message());
+  for (const google::protobuf::Any& detail : error.details()) {
+    out.SetPayload(detail.type_url(), absl::Cord(detail.value()));
+  }
+  return out;
+}
+
+absl::Status StatusFromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  google::rpc::Status rich;
+  if (s.error_details().empty() || !rich.ParseFromString(s.error_details())) rich.Clear();
+  rich.set_code(s.error_code());
+  rich.set_message(s.error_message());
+  return StatusFromRpc(rich);
+}
+
+}  // namespace normd

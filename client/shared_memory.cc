@@ -1,0 +1,121 @@
+#include "normd/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "normd/requests.h"
+
+namespace normd {
+
+absl::StatusOr<SharedMemoryRegion> SharedMemoryRegion::Create(const std::string& name,
+                                                              size_t byte_size, std::string key) {
+  if (name.empty()) return absl::InvalidArgumentError("name: expected a region name, got ''");
+  if (byte_size == 0) return absl::InvalidArgumentError("byte_size: expected > 0, got 0");
+  if (key.empty()) key = absl::StrCat("/normd-", getpid(), "-", name);
+  // O_EXCL: never adopt (and later unlink) an object someone else made.
+  const int fd = shm_open(key.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm_open('", key, "'): ", std::strerror(errno)));
+  }
+  if (ftruncate(fd, static_cast<off_t>(byte_size)) != 0) {
+    const int e = errno;
+    close(fd);
+    shm_unlink(key.c_str());
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ftruncate('", key, "', ", byte_size, "): ", std::strerror(e)));
+  }
+  void* data = mmap(nullptr, byte_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (data == MAP_FAILED) {
+    const int e = errno;
+    shm_unlink(key.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat("mmap('", key, "'): ", std::strerror(e)));
+  }
+  SharedMemoryRegion region;
+  region.name_ = name;
+  region.key_ = std::move(key);
+  region.data_ = data;
+  region.size_ = byte_size;
+  return region;
+}
+
+SharedMemoryRegion::SharedMemoryRegion(SharedMemoryRegion&& other) noexcept {
+  *this = std::move(other);
+}
+
+SharedMemoryRegion& SharedMemoryRegion::operator=(SharedMemoryRegion&& other) noexcept {
+  if (this == &other) return *this;
+  this->~SharedMemoryRegion();
+  name_ = std::move(other.name_);
+  key_ = std::move(other.key_);
+  data_ = std::exchange(other.data_, nullptr);
+  size_ = std::exchange(other.size_, 0);
+  return *this;
+}
+
+SharedMemoryRegion::~SharedMemoryRegion() {
+  if (data_ == nullptr) return;
+  munmap(data_, size_);
+  // The server keeps its own mapping of a still-registered region; unlinking only removes
+  // the name.
+  shm_unlink(key_.c_str());
+  data_ = nullptr;
+}
+
+v1::SharedMemoryRef SharedMemoryRegion::Ref(int64_t offset, int64_t byte_size) const {
+  v1::SharedMemoryRef ref;
+  ref.set_region(name_);
+  ref.set_offset(offset);
+  ref.set_byte_size(byte_size);
+  return ref;
+}
+
+absl::StatusOr<v1::Tensor> SharedMemoryRegion::Place(const HostTensor& t, int64_t offset) const {
+  if (offset < 0 || static_cast<size_t>(offset) > size_ || t.bytes.size() > size_ - offset) {
+    return absl::OutOfRangeError(absl::StrCat("offset: ", t.bytes.size(), " bytes at ", offset,
+                                              " do not fit region '", name_, "' of ", size_));
+  }
+  std::memcpy(static_cast<char*>(data_) + offset, t.bytes.data(), t.bytes.size());
+  HostTensor shape_only;
+  shape_only.dtype = t.dtype;
+  shape_only.shape = t.shape;
+  v1::Tensor out;
+  ToWire(shape_only, &out);
+  *out.mutable_shared_memory() = Ref(offset, static_cast<int64_t>(t.bytes.size()));
+  return out;
+}
+
+absl::StatusOr<std::span<const std::byte>> SharedMemoryRegion::View(const v1::Tensor& t) const {
+  const v1::SharedMemoryRef& ref = t.shared_memory();
+  if (!t.has_shared_memory() || ref.region() != name_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared_memory.region: expected '", name_, "', got '", ref.region(), "'"));
+  }
+  if (ref.offset() < 0 || ref.byte_size() < 0 || static_cast<size_t>(ref.offset()) > size_ ||
+      static_cast<size_t>(ref.byte_size()) > size_ - ref.offset()) {
+    return absl::InvalidArgumentError(absl::StrCat("shared_memory: ", ref.byte_size(), " bytes at ",
+                                                   ref.offset(), " lie outside region '", name_,
+                                                   "'"));
+  }
+  return std::span<const std::byte>(static_cast<const std::byte*>(data_) + ref.offset(),
+                                    static_cast<size_t>(ref.byte_size()));
+}
+
+absl::StatusOr<HostTensor> SharedMemoryRegion::Read(const v1::Tensor& t) const {
+  absl::StatusOr<std::span<const std::byte>> bytes = View(t);
+  if (!bytes.ok()) return bytes.status();
+  v1::Tensor shape_only;
+  shape_only.set_dtype(t.dtype());
+  *shape_only.mutable_shape() = t.shape();
+  HostTensor out = FromWire(shape_only);
+  out.bytes.assign(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  return out;
+}
+
+}  // namespace normd
