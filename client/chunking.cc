@@ -98,12 +98,11 @@ std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t
   int64_t total = 0, fewest_rows = INT64_MAX;
   for (auto& [where, k] : tensors) {
     ChunkedTensor t{where.mutable_in, where.in};
-    // QK-norm's q and k: rank >= 2, rows of head_dim.
     if (!Describe(*where.in(request), k, &t)) return std::nullopt;
-    if (k == 2) {
+    if (request.op_case() == v1::NormalizeRequest::kQkNorm) {
       t.rows *= t.row_dims[0];
       t.row_bytes /= std::max<int64_t>(t.row_dims[0], 1);
-      t.row_dims.erase(t.row_dims.begin());
+      t.row_dims.erase(t.row_dims.begin());  // QK-norm: a row is one head's head_dim
     }
     total += t.rows * t.row_bytes;
     fewest_rows = std::min(fewest_rows, t.rows);

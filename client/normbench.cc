@@ -71,6 +71,8 @@ load:
                     its answers are not counted (default 1s)
   --seed N          of the random inputs and of the --mix choice (default 1)
   --verify          check every answer against the local float64 reference
+  --shm             tensors in POSIX shared memory registered with normd (same host), not
+                    on the wire; answers carry metadata only
 report:
   --json FILE --csv FILE   the report as JSON (every figure) or CSV (a row per run)
   --quiet           no table on stdout
@@ -138,6 +140,9 @@ int Main(const CliFlags& f) {
   c.quiet = f.GetBool("quiet");
   if (c.compare && c.echo) return Usage("--compare runs Echo itself; leave out --echo");
   if (c.verify && c.echo) return Usage("--verify checks Normalize answers; leave out --echo");
+  if (c.verify && f.GetBool("shm")) {
+    return Usage("--verify reads answers from the wire; leave out --shm");
+  }
   absl::StatusOr<std::vector<double>> levels =
       ParseLevels(c.open ? "rate" : "concurrency",
                   f.GetString(c.open ? "rate" : "concurrency", c.open ? "" : "1"));
@@ -238,6 +243,12 @@ int Main(const CliFlags& f) {
   ApplyCredentialFlags(f, &options);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(c.target, options);
   if (!client.ok()) return Usage(std::string(client.status().message()));
+  if (f.GetBool("shm")) {
+    if (absl::Status s = workload->MoveToSharedMemory(**client); !s.ok()) {
+      std::fprintf(stderr, "normbench: --shm: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
 
   std::vector<std::string> labels;
   for (const WorkItem& item : workload->items()) {
@@ -308,7 +319,7 @@ int main(int argc, char** argv) {
       {"arrival", false},    {"stream", true},       {"echo", true},
       {"compare", true},     {"duration", false},    {"requests", false},
       {"window", false},     {"max-windows", false}, {"warmup", false},
-      {"seed", false},       {"verify", true},       {"mix", false},
+      {"seed", false},       {"verify", true},       {"shm", true},       {"mix", false},
       {"json", false},       {"csv", false},         {"quiet", true},
       {"help", true}};
   for (const auto& [name, boolean] : normd::Workload::Flags()) known[name] = boolean;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "credential_flags.h"
 #include "normd/client.h"
+#include "normd/shared_memory.h"
 #include "normd/common/cli_flags.h"
 #include "normd/common/status_macros.h"
 #include "npy.h"
@@ -26,6 +27,8 @@ parameters:     --eps --normalized-ndim --eps-placement inside|outside --weight-
                 --dtype f32|f16|bf16 (wire dtype; default: the .npy's)
 deepnorm:       --arch encoder|decoder|encoder-decoder --encoder-layers N --decoder-layers M
 health:         [--service NAME] (grpc.health.v1; exit 0 when SERVING, 1 otherwise)
+--shm:          tensors through a POSIX shared-memory region instead of the wire (normd on
+                this host; it registers the region for the call and unregisters it after)
 )";
 
 const std::map<std::string, bool> kFlags = {{"target", false},
@@ -65,6 +68,7 @@ const std::map<std::string, bool> kFlags = {{"target", false},
                                             {"arch", false},
                                             {"encoder-layers", false},
                                             {"decoder-layers", false},
+                                            {"shm", true},
                                             {"help", true}};
 
 class Ctl {
@@ -175,6 +179,26 @@ class Ctl {
   }
   absl::StatusOr<std::optional<double>> Eps() const { return f_.FindDouble("eps"); }
 
+  // The op's call: its tensors on the wire, or with --shm in a shared-memory region made
+  // for this call, registered with the server and read back from there.
+  absl::StatusOr<NormResult> Call(v1::NormalizeRequest request) {
+    if (!f_.GetBool("shm")) {
+      NORMD_ASSIGN_OR_RETURN(v1::NormalizeResponse r, client_->Normalize(request));
+      return ToNormResult(std::move(r));
+    }
+    NORMD_ASSIGN_OR_RETURN(
+        SharedMemoryRegion region,
+        SharedMemoryRegion::Create("normctl", std::max<int64_t>(SharedMemoryBytes(request), 1)));
+    NORMD_RETURN_IF_ERROR(client_->RegisterSharedMemory(region));
+    NORMD_RETURN_IF_ERROR(PlaceRequest(&request, region));
+    absl::StatusOr<v1::NormalizeResponse> r = client_->Normalize(request);
+    absl::Status unregistered = client_->UnregisterSharedMemory(region.name());
+    if (!r.ok()) return r.status();
+    NORMD_RETURN_IF_ERROR(unregistered);
+    NORMD_RETURN_IF_ERROR(FetchResponse(&*r, region));
+    return ToNormResult(*std::move(r));
+  }
+
   absl::Status Connect() {
     ClientOptions options;
     NORMD_ASSIGN_OR_RETURN(auto ms, f_.GetInt("timeout-ms", 30000));
@@ -245,7 +269,7 @@ absl::Status Ctl::Run(const std::string& op) {
       o.eps = eps;
       o.eps_placement = placement;
       o.residual = residual;
-      r = client_->LayerNorm(x, o);
+      r = Call(MakeRequest(x, o));
     } else if (op == "rms-norm") {
       RmsNormOptions o;
       NORMD_RETURN_IF_ERROR(Common(&o));
@@ -259,12 +283,12 @@ absl::Status Ctl::Run(const std::string& op) {
       o.eps_placement = placement;
       o.cast_before_weight = f_.GetBool("cast-before-weight");
       o.residual = residual;
-      r = client_->RmsNorm(x, o);
+      r = Call(MakeRequest(x, o));
     } else {
       L2NormOptions o;
       NORMD_RETURN_IF_ERROR(Common(&o));
       o.eps = eps;
-      r = client_->L2Norm(x, o);
+      r = Call(MakeRequest(x, o));
     }
     if (!r.ok()) return r.status();
     return WriteResult(*r);
@@ -289,7 +313,7 @@ absl::Status Ctl::Run(const std::string& op) {
       o.momentum = momentum;
       o.eps = eps;
       o.layout = layout;
-      r = client_->BatchNorm(x, o);
+      r = Call(MakeRequest(x, o));
     } else if (op == "group-norm") {
       GroupNormOptions o;
       NORMD_RETURN_IF_ERROR(Common(&o));
@@ -299,7 +323,7 @@ absl::Status Ctl::Run(const std::string& op) {
       o.bias = bias;
       o.eps = eps;
       o.layout = layout;
-      r = client_->GroupNorm(x, o);
+      r = Call(MakeRequest(x, o));
     } else {
       InstanceNormOptions o;
       NORMD_RETURN_IF_ERROR(Common(&o));
@@ -310,7 +334,7 @@ absl::Status Ctl::Run(const std::string& op) {
       o.use_running_stats = f_.GetBool("use-running-stats");
       o.eps = eps;
       o.layout = layout;
-      r = client_->InstanceNorm(x, o);
+      r = Call(MakeRequest(x, o));
     }
     if (!r.ok()) return r.status();
     return WriteResult(*r);
@@ -335,7 +359,7 @@ absl::Status Ctl::Run(const std::string& op) {
     o.q_weight = qw;
     o.k_weight = kw;
     o.eps = eps;
-    NORMD_ASSIGN_OR_RETURN(auto r, client_->QkNorm(q, k, o));
+    NORMD_ASSIGN_OR_RETURN(auto r, Call(MakeRequest(q, k, o)));
     NORMD_RETURN_IF_ERROR(Write("q-out", r.output));
     return Write("k-out", r.k_output);
   }

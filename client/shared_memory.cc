@@ -118,4 +118,96 @@ absl::StatusOr<HostTensor> SharedMemoryRegion::Read(const v1::Tensor& t) const {
   return out;
 }
 
+namespace {
+
+int64_t WireBytes(v1::DataType t, const google::protobuf::RepeatedField<int64_t>& shape) {
+  int64_t n = t == v1::DATA_TYPE_F32 ? 4 : 2;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// The request's row tensors, and its outputs with their byte sizes.
+struct Placement {
+  std::vector<v1::Tensor*> inputs;
+  std::vector<std::pair<v1::SharedMemoryRef* (v1::NormalizeRequest::*)(), int64_t>> outputs;
+};
+
+Placement PlacementOf(v1::NormalizeRequest* r) {
+  Placement l;
+  const v1::DataType out_dtype = r->output_dtype();
+  auto out_bytes = [out_dtype](const v1::Tensor& t) {
+    return WireBytes(out_dtype == v1::DATA_TYPE_UNSPECIFIED ? t.dtype() : out_dtype, t.shape());
+  };
+  if (r->op_case() == v1::NormalizeRequest::kQkNorm) {
+    v1::QkNormParams* p = r->mutable_qk_norm();
+    l.inputs = {p->mutable_q(), p->mutable_k()};
+    l.outputs = {{&v1::NormalizeRequest::mutable_output_shared_memory, out_bytes(p->q())},
+                 {&v1::NormalizeRequest::mutable_k_output_shared_memory, out_bytes(p->k())}};
+    return l;
+  }
+  l.inputs = {r->mutable_input()};
+  l.outputs = {{&v1::NormalizeRequest::mutable_output_shared_memory, out_bytes(r->input())}};
+  v1::Residual* residual = nullptr;
+  if (r->op_case() == v1::NormalizeRequest::kLayerNorm && r->layer_norm().has_residual()) {
+    residual = r->mutable_layer_norm()->mutable_residual();
+  } else if (r->op_case() == v1::NormalizeRequest::kRmsNorm && r->rms_norm().has_residual()) {
+    residual = r->mutable_rms_norm()->mutable_residual();
+  }
+  if (residual != nullptr) {
+    l.inputs.push_back(residual->mutable_skip());
+    if (residual->return_sum()) {
+      l.outputs.push_back({&v1::NormalizeRequest::mutable_residual_sum_shared_memory,
+                           WireBytes(r->input().dtype(), r->input().shape())});
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+int64_t SharedMemoryBytes(const v1::NormalizeRequest& request) {
+  // PlacementOf reads a mutable request; a copy (of the tensors too) keeps this one const.
+  v1::NormalizeRequest shapes = request;
+  const Placement l = PlacementOf(&shapes);
+  int64_t n = 0;
+  for (const v1::Tensor* t : l.inputs) n += WireBytes(t->dtype(), t->shape());
+  for (const auto& [at, bytes] : l.outputs) n += bytes;
+  return n;
+}
+
+absl::Status PlaceRequest(v1::NormalizeRequest* request, const SharedMemoryRegion& region,
+                          int64_t offset) {
+  const Placement l = PlacementOf(request);
+  for (v1::Tensor* t : l.inputs) {
+    absl::StatusOr<v1::Tensor> placed = region.Place(FromWire(*t), offset);
+    if (!placed.ok()) return placed.status();
+    offset += static_cast<int64_t>(t->data().size());
+    *t = *std::move(placed);
+  }
+  for (const auto& [at, bytes] : l.outputs) {
+    if (offset < 0 || offset + bytes > static_cast<int64_t>(region.size())) {
+      return absl::OutOfRangeError(absl::StrCat("the outputs do not fit region '", region.name(),
+                                                "' of ", region.size(), " bytes"));
+    }
+    *(request->*at)() = region.Ref(offset, bytes);
+    offset += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FetchResponse(v1::NormalizeResponse* response, const SharedMemoryRegion& region) {
+  for (auto [has, at] : {std::pair{response->has_output(), &v1::NormalizeResponse::mutable_output},
+                         {response->has_k_output(), &v1::NormalizeResponse::mutable_k_output},
+                         {response->has_residual_sum(),
+                          &v1::NormalizeResponse::mutable_residual_sum}}) {
+    if (!has || !(response->*at)()->has_shared_memory()) continue;
+    v1::Tensor* t = (response->*at)();
+    absl::StatusOr<std::span<const std::byte>> bytes = region.View(*t);
+    if (!bytes.ok()) return bytes.status();
+    t->set_data(bytes->data(), bytes->size());
+    t->clear_shared_memory();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace normd

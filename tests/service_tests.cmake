@@ -21,7 +21,7 @@ gtest_discover_tests(client_test DISCOVERY_TIMEOUT 60)
 
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
   integration/error_codes_test.cc integration/retry_test.cc
-  integration/transport_test.cc)
+  integration/transport_test.cc integration/chunked_call_test.cc integration/shared_memory_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(integration_test PRIVATE normd_transport normd_load normd_testing
   GTest::gtest_main)

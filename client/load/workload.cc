@@ -1,5 +1,7 @@
 #include "normd/load/workload.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 
@@ -334,6 +336,22 @@ void Workload::Add(std::string label, double weight, v1::NormalizeRequest reques
   item.request = std::move(request);
   items_.push_back(std::move(item));
   cumulative_.push_back((cumulative_.empty() ? 0 : cumulative_.back()) + weight);
+}
+
+absl::Status Workload::MoveToSharedMemory(Client& client) {
+  for (size_t i = 0; i < items_.size(); ++i) {
+    WorkItem& item = items_[i];
+    absl::StatusOr<SharedMemoryRegion> region = SharedMemoryRegion::Create(
+        absl::StrCat("normbench-", getpid(), "-", i),
+        static_cast<size_t>(std::max<int64_t>(SharedMemoryBytes(item.request), 1)));
+    if (!region.ok()) return region.status();
+    auto held = std::make_shared<SharedMemoryRegion>(*std::move(region));
+    if (absl::Status s = client.RegisterSharedMemory(*held); !s.ok()) return s;
+    if (absl::Status s = PlaceRequest(&item.request, *held); !s.ok()) return s;
+    item.request_bytes = static_cast<int64_t>(item.request.ByteSizeLong());
+    regions_.push_back(std::move(held));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Workload::ComputeReferences() {

@@ -51,6 +51,22 @@ class NormctlTest(unittest.TestCase):
             msg = to_wire(t, "BF16")
         assert_close(self, msg, ref, dtype, out_name)
 
+    def test_shm_gives_the_same_bytes_and_leaves_nothing_behind(self):
+        """--shm: the tensors through a shared-memory region, the same .npy as on the wire;
+        the region is unregistered and unlinked after the call."""
+        x = self.save("shm_x.npy", RNG.standard_normal((33, 128)).astype(np.float32))
+        skip = self.save("shm_skip.npy", RNG.standard_normal((33, 128)).astype(np.float32))
+        before = set(os.listdir("/dev/shm"))
+        for extra in ([], ["--shm"]):
+            tag = "shm" if extra else "wire"
+            self.ctl(*extra, "rms-norm", "--input", x, "--skip", skip, "--sum-out",
+                     self.path(f"{tag}_h.npy"), "--output", self.path(f"{tag}_y.npy"))
+        for name in ("y", "h"):
+            with open(self.path(f"wire_{name}.npy"), "rb") as a, open(self.path(f"shm_{name}.npy"), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+        self.assertEqual(set(os.listdir("/dev/shm")), before)
+        self.assertIn("shared_memory: true", self.ctl("info").stdout)
+
     def test_info_lists_every_op_and_dtype(self):
         out = self.ctl("info").stdout
         for op in ("layer_norm", "rms_norm", "l2_norm", "batch_norm", "group_norm", "instance_norm", "qk_norm"):

@@ -173,6 +173,18 @@ class NormbenchTest(unittest.TestCase, ReportChecks):
                 with open(png, "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
+    def test_shared_memory(self):
+        """--shm: every kind's tensors in a region of normd's host; answers carry no bytes,
+        so the report's byte throughput is the metadata's alone."""
+        report, _ = self.run_ok("--op", "layer-norm", "--shape", "64x1024", "--residual", "--return-sum",
+                                "--shm", "--concurrency", "4", "--requests", "200")
+        run = report["runs"][0]
+        self.assert_consistent(run, "shm")
+        self.assertEqual(run["requests_ok"], 200)
+        self.assertLess(run["bytes"] / run["requests_sent"], 1024)
+        code, _, out, err = normbench("--target", self.server.target, "--shm", "--verify")
+        self.assertEqual(code, 2, out + err)
+
     def test_bad_flags_exit_2_with_a_message(self):
         for args, message in [
             (["--concurrency", "0"], "--concurrency"),

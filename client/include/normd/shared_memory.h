@@ -64,6 +64,17 @@ class SharedMemoryRegion {
   size_t size_ = 0;
 };
 
+// A whole request moved into a region (normctl --shm and normbench --shm use these): its
+// row tensors (input, residual skip, q, k) are copied to the region from `offset` on and
+// named by reference, and its outputs (output, k_output, residual_sum) are directed to
+// the bytes after them. SharedMemoryBytes says how many bytes that takes.
+int64_t SharedMemoryBytes(const v1::NormalizeRequest& request);
+absl::Status PlaceRequest(v1::NormalizeRequest* request, const SharedMemoryRegion& region,
+                          int64_t offset = 0);
+// Copies the response's tensors that the server wrote into `region` into their `data`, as
+// if they had come on the wire (for callers that want a NormResult).
+absl::Status FetchResponse(v1::NormalizeResponse* response, const SharedMemoryRegion& region);
+
 }  // namespace normd
 
 #endif  // NORMD_CLIENT_SHARED_MEMORY_H_

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "normd/client.h"
 #include "normd/common/cli_flags.h"
+#include "normd/shared_memory.h"
 #include "normd/load/verify.h"
 #include "normd/v1/normd.pb.h"
 
@@ -50,6 +52,11 @@ class Workload {
 
   // --verify: the float64 reference answer of every kind, computed here once.
   absl::Status ComputeReferences();
+  // --shm: every kind's tensors moved into a shared-memory region of its own, registered
+  // with `client`'s server, its outputs directed there too (one output area per kind,
+  // which concurrent requests of that kind all write: the same values). The regions live
+  // as long as the Workload.
+  absl::Status MoveToSharedMemory(Client& client);
   // The kind of the n-th request.
   const WorkItem& Pick(uint64_t n) const;
   const std::vector<WorkItem>& items() const { return items_; }
@@ -59,6 +66,7 @@ class Workload {
 
   std::vector<WorkItem> items_;
   std::vector<double> cumulative_;  // running sum of weights
+  std::vector<std::shared_ptr<SharedMemoryRegion>> regions_;  // --shm
   uint64_t seed_ = 0;
 };
 
