@@ -412,10 +412,15 @@ TEST(ServiceLimitsTest, OversizedMessagesGetResourceExhausted) {
   auto s = server::NormServer::Start(options);
   ASSERT_TRUE(s.ok()) << s.status();
   ClientOptions co;
+  co.chunking.threshold_bytes = 0;  // whole messages: the server's limit itself
   auto c = Client::Create(absl::StrCat("ipv4:127.0.0.1:", (*s)->port()), co);
   ASSERT_TRUE(c.ok());
   auto r = (*c)->RmsNorm(HostTensor(DType::kF32, {512, 1024}), RmsNormOptions{});  // 2 MiB
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  // The default client sends the same row-wise request as chunks, each under the limit.
+  auto chunked = (*Client::Create(absl::StrCat("ipv4:127.0.0.1:", (*s)->port()), {}))
+                     ->RmsNorm(HostTensor(DType::kF32, {512, 1024}), RmsNormOptions{});
+  EXPECT_TRUE(chunked.ok()) << chunked.status();
   auto ok = (*c)->RmsNorm(HostTensor(DType::kF32, {16, 1024}), RmsNormOptions{});
   EXPECT_TRUE(ok.ok()) << ok.status();
   auto info = (*c)->GetServerInfo();
