@@ -57,6 +57,12 @@ absl::StatusOr<v1::SharedMemoryStatusResponse> Client::SharedMemoryStatus(const 
   return response;
 }
 
+Client::~Client() {
+  absl::MutexLock l(&regions_mu_);
+  regions_mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &reregistering_));
+}
+
 void Client::NoteFailure(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument ||
       !absl::EndsWith(ErrorField(status), "shared_memory.region")) {
@@ -74,8 +80,13 @@ void Client::NoteFailure(const absl::Status& status) {
     auto* call = new Call;
     call->request = request;
     Prepare(&call->context);
+    ++reregistering_;
     Next().norm->async()->RegisterSharedMemory(&call->context, &call->request, &call->response,
-                                               [call](grpc::Status) { delete call; });
+                                               [this, call](grpc::Status) {
+                                                 delete call;  // its channel reference first
+                                                 absl::MutexLock l(&regions_mu_);
+                                                 --reregistering_;
+                                               });
   }
 }
 

@@ -168,6 +168,7 @@ class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> Create(const std::string& target,
                                                         const ClientOptions& options);
+  ~Client();
 
   // Blocking calls.
   absl::StatusOr<NormResult> LayerNorm(const HostTensor& x, const LayerNormOptions& o,
@@ -314,6 +315,9 @@ class Client {
   std::string authorization_;  // "Bearer <token>", or empty
   absl::Mutex regions_mu_;
   std::map<std::string, v1::RegisterSharedMemoryRequest> regions_ ABSL_GUARDED_BY(regions_mu_);
+  // Re-registrations in flight (NoteFailure); the destructor waits for them, so that no
+  // gRPC thread drops the channel's last reference.
+  int reregistering_ ABSL_GUARDED_BY(regions_mu_) = 0;
 };
 
 // The request field a failed call names (google.rpc.BadRequest in the status's details),
