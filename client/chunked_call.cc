@@ -6,8 +6,6 @@
 // parses it, computed whole, then serialized whole before its first byte is sent back, and
 // each step runs on one thread. Chunks keep the socket busy in both directions while the
 // server computes the chunks that already arrived (BENCHMARKS.md, "Large tensors").
-#include <future>
-
 #include "chunking.h"
 #include "normd/client.h"
 
@@ -20,8 +18,11 @@ namespace normd {
 class ChunkedCall final
     : public grpc::ClientBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse> {
  public:
-  ChunkedCall(v1::NormalizeRequest whole, ChunkPlan plan, int window, Client::InfoCallback done)
-      : whole_(std::move(whole)),
+  // `whole`: the request, which must outlive the call, or null for `owned`.
+  ChunkedCall(v1::NormalizeRequest owned, const v1::NormalizeRequest* whole, ChunkPlan plan,
+              int window, Client::InfoCallback done)
+      : owned_(std::move(owned)),
+        whole_(whole != nullptr ? *whole : owned_),
         plan_(std::move(plan)),
         window_(std::max(window, 1)),
         assembler_(whole_, plan_),
@@ -105,7 +106,8 @@ class ChunkedCall final
 
   grpc::ClientContext context_;
   std::shared_ptr<CallHandle::State> handle_ = std::make_shared<CallHandle::State>();
-  const v1::NormalizeRequest whole_;
+  const v1::NormalizeRequest owned_;  // an asynchronous call's request
+  const v1::NormalizeRequest& whole_;
   const ChunkPlan plan_;
   const int window_;
   ChunkAssembler assembler_;    // the read side's, one read at a time
@@ -125,9 +127,9 @@ std::optional<ChunkPlan> Client::PlanFor(const v1::NormalizeRequest& request) co
   return PlanChunks(request, options_.chunking.threshold_bytes, options_.chunking.chunk_bytes);
 }
 
-CallHandle Client::StartChunked(v1::NormalizeRequest request, ChunkPlan plan, InfoCallback done,
-                                const CallOptions& c) {
-  auto* call = new ChunkedCall(std::move(request), std::move(plan), options_.chunking.window,
+CallHandle Client::StartChunked(v1::NormalizeRequest owned, const v1::NormalizeRequest* request,
+                                ChunkPlan plan, InfoCallback done, const CallOptions& c) {
+  auto* call = new ChunkedCall(std::move(owned), request, std::move(plan), options_.chunking.window,
                                std::move(done));
   CallHandle handle;
   handle.state_ = call->handle();

@@ -2,23 +2,15 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/cord.h"
+#include "google/protobuf/field_mask.pb.h"
+#include "google/protobuf/util/field_mask_util.h"
 #include "google/rpc/status.pb.h"
+#include "wire_size.h"
 
 namespace normd {
 namespace {
-
-int64_t WireElementSize(v1::DataType t) {
-  switch (t) {
-    case v1::DATA_TYPE_F32:
-      return 4;
-    case v1::DATA_TYPE_F16:
-    case v1::DATA_TYPE_BF16:
-      return 2;
-    default:
-      return 0;
-  }
-}
 
 // `t` cut into rows of its last `k` dims; false when it is not a well-formed tensor of at
 // least that rank (the server will say why, to the whole request).
@@ -66,11 +58,43 @@ constexpr Where kQ{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mu
 constexpr Where kK{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_k(); },
                    [](const v1::NormalizeRequest& r) { return &r.qk_norm().k(); }};
 
+// Adds to `mask` the path of every field set in `m` (`prefix` its own path), except the
+// bytes of the tensors in `rows`: of those, only the dtype.
+void MaskAllBut(const google::protobuf::Message& m, const std::string& prefix,
+                const std::vector<const google::protobuf::Message*>& rows,
+                google::protobuf::FieldMask* mask) {
+  using google::protobuf::FieldDescriptor;
+  std::vector<const FieldDescriptor*> fields;
+  m.GetReflection()->ListFields(m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const std::string path = prefix + f->name();
+    if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || f->is_repeated()) {
+      mask->add_paths(path);
+      continue;
+    }
+    const google::protobuf::Message& sub = m.GetReflection()->GetMessage(m, f);
+    std::vector<const FieldDescriptor*> sub_fields;
+    sub.GetReflection()->ListFields(sub, &sub_fields);
+    if (absl::c_linear_search(rows, &sub)) {
+      mask->add_paths(path + ".dtype");
+    } else if (sub_fields.empty()) {
+      mask->add_paths(path);  // a present, empty message (the op with every default)
+    } else {
+      MaskAllBut(sub, path + ".", rows, mask);
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t threshold_bytes,
                                     int64_t chunk_bytes) {
   if (threshold_bytes <= 0 || chunk_bytes <= 0) return std::nullopt;
+  // Outputs directed into shared memory are one range each, not a chunk's.
+  if (request.has_output_shared_memory() || request.has_k_output_shared_memory() ||
+      request.has_residual_sum_shared_memory()) {
+    return std::nullopt;
+  }
   std::vector<std::pair<Where, int>> tensors;  // where, rows' rank
   switch (request.op_case()) {
     case v1::NormalizeRequest::kLayerNorm: {
@@ -120,43 +144,14 @@ std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t
   for (ChunkedTensor& t : plan.tensors) {
     for (int i = 0; i <= plan.chunks; ++i) t.starts.push_back(t.rows * i / plan.chunks);
   }
-  // The skeleton: a copy of the request without the row tensors' bytes (copied once per
-  // chunk, it must stay small).
-  v1::NormalizeRequest& skeleton = plan.skeleton;
-  skeleton.set_id(request.id());
-  skeleton.set_backend(request.backend());
-  skeleton.set_output_dtype(request.output_dtype());
-  for (const ChunkedTensor& t : plan.tensors) {
-    t.mutable_in(&skeleton)->set_dtype(t.in(request)->dtype());
-  }
-  // Every other field of the op (weights, eps, flags), by a copy of the op's message with
-  // the row tensors' data left out.
-  switch (request.op_case()) {
-    case v1::NormalizeRequest::kLayerNorm: {
-      v1::LayerNormParams p = request.layer_norm();
-      if (p.has_residual()) p.mutable_residual()->mutable_skip()->clear_data();
-      skeleton.mutable_layer_norm()->MergeFrom(p);
-      break;
-    }
-    case v1::NormalizeRequest::kRmsNorm: {
-      v1::RmsNormParams p = request.rms_norm();
-      if (p.has_residual()) p.mutable_residual()->mutable_skip()->clear_data();
-      skeleton.mutable_rms_norm()->MergeFrom(p);
-      break;
-    }
-    case v1::NormalizeRequest::kL2Norm:
-      *skeleton.mutable_l2_norm() = request.l2_norm();
-      break;
-    default: {
-      v1::QkNormParams p;
-      p.set_kind(request.qk_norm().kind());
-      if (request.qk_norm().has_q_weight()) *p.mutable_q_weight() = request.qk_norm().q_weight();
-      if (request.qk_norm().has_k_weight()) *p.mutable_k_weight() = request.qk_norm().k_weight();
-      if (request.qk_norm().has_eps()) p.set_eps(request.qk_norm().eps());
-      skeleton.mutable_qk_norm()->MergeFrom(p);
-      break;
-    }
-  }
+  // The skeleton: the request without the row tensors' bytes (copied once per chunk, it
+  // must stay small); every other field, present or added to the contract later, is kept.
+  std::vector<const google::protobuf::Message*> rows;
+  for (const ChunkedTensor& t : plan.tensors) rows.push_back(t.in(request));
+  google::protobuf::FieldMask mask;
+  MaskAllBut(request, "", rows, &mask);
+  google::protobuf::util::FieldMaskUtil::MergeMessageTo(
+      request, mask, google::protobuf::util::FieldMaskUtil::MergeOptions(), &plan.skeleton);
   return plan;
 }
 

@@ -24,8 +24,6 @@ constexpr char kBadRequestTypeUrl[] = "type.googleapis.com/google.rpc.BadRequest
 // The trailer in which normd returns gRPC's grpc-previous-rpc-attempts request header.
 constexpr char kPreviousAttemptsTrailer[] = "normd-previous-rpc-attempts";
 
-absl::Status FromGrpc(const grpc::Status& s) { return StatusFromGrpc(s); }
-
 class GrpcNormalizeStream final : public NormalizeStream {
  public:
   // Opens the stream with `open(context)`: NormalizeStream or EchoStream of a stub.
@@ -42,7 +40,7 @@ class GrpcNormalizeStream final : public NormalizeStream {
     v1::NormalizeResponse drain;
     while (stream_->Read(&drain)) {
     }
-    return FromGrpc(stream_->Finish());
+    return StatusFromGrpc(stream_->Finish());
   }
 
  private:
@@ -216,7 +214,7 @@ absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeReque
     std::promise<absl::StatusOr<v1::NormalizeResponse>> answer;
     std::future<absl::StatusOr<v1::NormalizeResponse>> result = answer.get_future();
     StartChunked(
-        request, *std::move(plan),
+        {}, &request, *std::move(plan),
         [&answer](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
           answer.set_value(std::move(r));
         },
@@ -226,7 +224,8 @@ absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeReque
   grpc::ClientContext context;
   Prepare(&context, c);
   v1::NormalizeResponse response;
-  if (absl::Status s = FromGrpc(Next().norm->Normalize(&context, request, &response)); !s.ok()) {
+  if (absl::Status s = StatusFromGrpc(Next().norm->Normalize(&context, request, &response));
+      !s.ok()) {
     NoteFailure(s);
     return s;
   }
@@ -286,7 +285,7 @@ CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallb
                               const CallOptions& c) {
   if (!echo) {
     if (std::optional<ChunkPlan> plan = PlanFor(request)) {
-      return StartChunked(std::move(request), *std::move(plan), std::move(done), c);
+      return StartChunked(std::move(request), nullptr, *std::move(plan), std::move(done), c);
     }
   }
   // What the call reads and writes must outlive it: owned here, freed by the callback.
@@ -322,7 +321,8 @@ CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallb
     // double free in the tests).
     InfoCallback done = std::move(call->done);
     absl::StatusOr<v1::NormalizeResponse> result =
-        s.ok() ? absl::StatusOr<v1::NormalizeResponse>(std::move(call->response)) : FromGrpc(s);
+        s.ok() ? absl::StatusOr<v1::NormalizeResponse>(std::move(call->response))
+               : StatusFromGrpc(s);
     Client* client = call->client;
     delete call;
     if (!result.ok() && !echo) client->NoteFailure(result.status());
@@ -344,7 +344,8 @@ absl::StatusOr<v1::NormalizeResponse> Client::Echo(const v1::NormalizeRequest& r
   grpc::ClientContext context;
   Prepare(&context, c);
   v1::NormalizeResponse response;
-  if (absl::Status s = FromGrpc(Next().diagnostics->Echo(&context, request, &response)); !s.ok())
+  if (absl::Status s = StatusFromGrpc(Next().diagnostics->Echo(&context, request, &response));
+      !s.ok())
     return s;
   return response;
 }
@@ -365,7 +366,8 @@ absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
   grpc::ClientContext context;
   Prepare(&context);
   v1::GetServerInfoResponse info;
-  if (absl::Status s = FromGrpc(Next().norm->GetServerInfo(&context, {}, &info)); !s.ok()) return s;
+  if (absl::Status s = StatusFromGrpc(Next().norm->GetServerInfo(&context, {}, &info)); !s.ok())
+    return s;
   return info;
 }
 
@@ -375,7 +377,7 @@ absl::StatusOr<bool> Client::CheckHealth(const std::string& service) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
-  if (absl::Status s = FromGrpc(Next().health->Check(&context, request, &response)); !s.ok())
+  if (absl::Status s = StatusFromGrpc(Next().health->Check(&context, request, &response)); !s.ok())
     return s;
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
@@ -389,7 +391,8 @@ absl::StatusOr<v1::GetDeepNormCoefficientsResponse> Client::GetDeepNormCoefficie
   request.set_encoder_layers(encoder_layers);
   request.set_decoder_layers(decoder_layers);
   v1::GetDeepNormCoefficientsResponse out;
-  if (absl::Status s = FromGrpc(Next().norm->GetDeepNormCoefficients(&context, request, &out));
+  if (absl::Status s =
+          StatusFromGrpc(Next().norm->GetDeepNormCoefficients(&context, request, &out));
       !s.ok())
     return s;
   return out;

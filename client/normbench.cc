@@ -319,9 +319,9 @@ int main(int argc, char** argv) {
       {"arrival", false},    {"stream", true},       {"echo", true},
       {"compare", true},     {"duration", false},    {"requests", false},
       {"window", false},     {"max-windows", false}, {"warmup", false},
-      {"seed", false},       {"verify", true},       {"shm", true},       {"mix", false},
-      {"json", false},       {"csv", false},         {"quiet", true},
-      {"help", true}};
+      {"seed", false},       {"verify", true},       {"shm", true},
+      {"mix", false},        {"json", false},        {"csv", false},
+      {"quiet", true},       {"help", true}};
   for (const auto& [name, boolean] : normd::Workload::Flags()) known[name] = boolean;
   normd::AddCredentialFlags(&known);
   normd::CliFlags flags(known);

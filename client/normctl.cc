@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "credential_flags.h"
 #include "normd/client.h"
-#include "normd/shared_memory.h"
 #include "normd/common/cli_flags.h"
 #include "normd/common/status_macros.h"
+#include "normd/shared_memory.h"
 #include "npy.h"
 
 namespace normd {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "normd/requests.h"
+#include "wire_size.h"
 
 namespace normd {
 
@@ -120,45 +121,50 @@ absl::StatusOr<HostTensor> SharedMemoryRegion::Read(const v1::Tensor& t) const {
 
 namespace {
 
-int64_t WireBytes(v1::DataType t, const google::protobuf::RepeatedField<int64_t>& shape) {
-  int64_t n = t == v1::DATA_TYPE_F32 ? 4 : 2;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-// The request's row tensors, and its outputs with their byte sizes.
+// The request's row tensors (where they are) and its outputs, each with its byte size.
+using TensorAt = v1::Tensor* (*)(v1::NormalizeRequest*);
+using OutputAt = v1::SharedMemoryRef* (v1::NormalizeRequest::*)();
 struct Placement {
-  std::vector<v1::Tensor*> inputs;
-  std::vector<std::pair<v1::SharedMemoryRef* (v1::NormalizeRequest::*)(), int64_t>> outputs;
+  std::vector<std::pair<TensorAt, int64_t>> inputs;
+  std::vector<std::pair<OutputAt, int64_t>> outputs;
 };
 
-Placement PlacementOf(v1::NormalizeRequest* r) {
+Placement PlacementOf(const v1::NormalizeRequest& r) {
   Placement l;
-  const v1::DataType out_dtype = r->output_dtype();
+  const v1::DataType out_dtype = r.output_dtype();
   auto out_bytes = [out_dtype](const v1::Tensor& t) {
     return WireBytes(out_dtype == v1::DATA_TYPE_UNSPECIFIED ? t.dtype() : out_dtype, t.shape());
   };
-  if (r->op_case() == v1::NormalizeRequest::kQkNorm) {
-    v1::QkNormParams* p = r->mutable_qk_norm();
-    l.inputs = {p->mutable_q(), p->mutable_k()};
-    l.outputs = {{&v1::NormalizeRequest::mutable_output_shared_memory, out_bytes(p->q())},
-                 {&v1::NormalizeRequest::mutable_k_output_shared_memory, out_bytes(p->k())}};
+  auto in_bytes = [](const v1::Tensor& t) { return WireBytes(t.dtype(), t.shape()); };
+  if (r.op_case() == v1::NormalizeRequest::kQkNorm) {
+    const v1::QkNormParams& p = r.qk_norm();
+    l.inputs = {{[](v1::NormalizeRequest* m) { return m->mutable_qk_norm()->mutable_q(); },
+                 in_bytes(p.q())},
+                {[](v1::NormalizeRequest* m) { return m->mutable_qk_norm()->mutable_k(); },
+                 in_bytes(p.k())}};
+    l.outputs = {{&v1::NormalizeRequest::mutable_output_shared_memory, out_bytes(p.q())},
+                 {&v1::NormalizeRequest::mutable_k_output_shared_memory, out_bytes(p.k())}};
     return l;
   }
-  l.inputs = {r->mutable_input()};
-  l.outputs = {{&v1::NormalizeRequest::mutable_output_shared_memory, out_bytes(r->input())}};
-  v1::Residual* residual = nullptr;
-  if (r->op_case() == v1::NormalizeRequest::kLayerNorm && r->layer_norm().has_residual()) {
-    residual = r->mutable_layer_norm()->mutable_residual();
-  } else if (r->op_case() == v1::NormalizeRequest::kRmsNorm && r->rms_norm().has_residual()) {
-    residual = r->mutable_rms_norm()->mutable_residual();
+  l.inputs = {{[](v1::NormalizeRequest* m) { return m->mutable_input(); }, in_bytes(r.input())}};
+  l.outputs = {{&v1::NormalizeRequest::mutable_output_shared_memory, out_bytes(r.input())}};
+  const v1::Residual* residual = nullptr;
+  if (r.op_case() == v1::NormalizeRequest::kLayerNorm && r.layer_norm().has_residual()) {
+    residual = &r.layer_norm().residual();
+    l.inputs.push_back({[](v1::NormalizeRequest* m) {
+                          return m->mutable_layer_norm()->mutable_residual()->mutable_skip();
+                        },
+                        in_bytes(residual->skip())});
+  } else if (r.op_case() == v1::NormalizeRequest::kRmsNorm && r.rms_norm().has_residual()) {
+    residual = &r.rms_norm().residual();
+    l.inputs.push_back({[](v1::NormalizeRequest* m) {
+                          return m->mutable_rms_norm()->mutable_residual()->mutable_skip();
+                        },
+                        in_bytes(residual->skip())});
   }
-  if (residual != nullptr) {
-    l.inputs.push_back(residual->mutable_skip());
-    if (residual->return_sum()) {
-      l.outputs.push_back({&v1::NormalizeRequest::mutable_residual_sum_shared_memory,
-                           WireBytes(r->input().dtype(), r->input().shape())});
-    }
+  if (residual != nullptr && residual->return_sum()) {
+    l.outputs.push_back(
+        {&v1::NormalizeRequest::mutable_residual_sum_shared_memory, in_bytes(r.input())});
   }
   return l;
 }
@@ -166,23 +172,28 @@ Placement PlacementOf(v1::NormalizeRequest* r) {
 }  // namespace
 
 int64_t SharedMemoryBytes(const v1::NormalizeRequest& request) {
-  // PlacementOf reads a mutable request; a copy (of the tensors too) keeps this one const.
-  v1::NormalizeRequest shapes = request;
-  const Placement l = PlacementOf(&shapes);
   int64_t n = 0;
-  for (const v1::Tensor* t : l.inputs) n += WireBytes(t->dtype(), t->shape());
+  const Placement l = PlacementOf(request);
+  for (const auto& [at, bytes] : l.inputs) n += bytes;
   for (const auto& [at, bytes] : l.outputs) n += bytes;
   return n;
 }
 
 absl::Status PlaceRequest(v1::NormalizeRequest* request, const SharedMemoryRegion& region,
                           int64_t offset) {
-  const Placement l = PlacementOf(request);
-  for (v1::Tensor* t : l.inputs) {
-    absl::StatusOr<v1::Tensor> placed = region.Place(FromWire(*t), offset);
-    if (!placed.ok()) return placed.status();
-    offset += static_cast<int64_t>(t->data().size());
-    *t = *std::move(placed);
+  const Placement l = PlacementOf(*request);
+  for (const auto& [at, shape_bytes] : l.inputs) {
+    v1::Tensor* t = at(request);
+    const int64_t bytes = static_cast<int64_t>(t->data().size());
+    // Its bytes go straight from the message into the region.
+    if (offset < 0 || offset + bytes > static_cast<int64_t>(region.size())) {
+      return absl::OutOfRangeError(absl::StrCat("the inputs do not fit region '", region.name(),
+                                                "' of ", region.size(), " bytes"));
+    }
+    std::memcpy(region.bytes().data() + offset, t->data().data(), static_cast<size_t>(bytes));
+    t->clear_data();
+    *t->mutable_shared_memory() = region.Ref(offset, bytes);
+    offset += bytes;
   }
   for (const auto& [at, bytes] : l.outputs) {
     if (offset < 0 || offset + bytes > static_cast<int64_t>(region.size())) {
@@ -196,10 +207,10 @@ absl::Status PlaceRequest(v1::NormalizeRequest* request, const SharedMemoryRegio
 }
 
 absl::Status FetchResponse(v1::NormalizeResponse* response, const SharedMemoryRegion& region) {
-  for (auto [has, at] : {std::pair{response->has_output(), &v1::NormalizeResponse::mutable_output},
-                         {response->has_k_output(), &v1::NormalizeResponse::mutable_k_output},
-                         {response->has_residual_sum(),
-                          &v1::NormalizeResponse::mutable_residual_sum}}) {
+  for (auto [has, at] :
+       {std::pair{response->has_output(), &v1::NormalizeResponse::mutable_output},
+        {response->has_k_output(), &v1::NormalizeResponse::mutable_k_output},
+        {response->has_residual_sum(), &v1::NormalizeResponse::mutable_residual_sum}}) {
     if (!has || !(response->*at)()->has_shared_memory()) continue;
     v1::Tensor* t = (response->*at)();
     absl::StatusOr<std::span<const std::byte>> bytes = region.View(*t);

@@ -3,43 +3,30 @@
 // a NormResult.
 #include <future>
 #include <memory>
-#include <type_traits>
 
 #include "normd/client.h"
 
 namespace normd {
 
 namespace {
-// A wire tensor as a HostTensor: copied, or with its bytes moved out of `t`.
-HostTensor Convert(const v1::Tensor& t) { return FromWire(t); }
-HostTensor Convert(v1::Tensor& t) {
-  std::string bytes = std::move(*t.mutable_data());
-  HostTensor out = FromWire(t);  // dtype and shape; the bytes were moved out
+// A wire tensor as a HostTensor, its bytes moved out of `t`.
+HostTensor Take(v1::Tensor* t) {
+  std::string bytes = std::move(*t->mutable_data());
+  HostTensor out = FromWire(*t);  // dtype and shape; the bytes were moved out
   out.bytes = std::move(bytes);
   return out;
 }
+}  // namespace
 
-// R: const v1::NormalizeResponse (copies) or v1::NormalizeResponse (moves).
-template <class R>
-NormResult MakeNormResult(R& r) {
-  constexpr bool kMove = !std::is_const_v<R>;
+NormResult ToNormResult(v1::NormalizeResponse&& r) {
   NormResult out;
-  auto at = [&r](const v1::Tensor& (v1::NormalizeResponse::*get)() const,
-                 v1::Tensor* (v1::NormalizeResponse::*mut)()) -> HostTensor {
-    if constexpr (kMove) {
-      return Convert(*(r.*mut)());
-    } else {
-      return Convert((r.*get)());
-    }
-  };
-  using M = v1::NormalizeResponse;
-  out.output = at(&M::output, &M::mutable_output);
-  if (r.has_k_output()) out.k_output = at(&M::k_output, &M::mutable_k_output);
-  if (r.has_residual_sum()) out.residual_sum = at(&M::residual_sum, &M::mutable_residual_sum);
-  if (r.has_batch_mean()) out.batch_mean = at(&M::batch_mean, &M::mutable_batch_mean);
-  if (r.has_batch_var()) out.batch_var = at(&M::batch_var, &M::mutable_batch_var);
-  if (r.has_running_mean()) out.running_mean = at(&M::running_mean, &M::mutable_running_mean);
-  if (r.has_running_var()) out.running_var = at(&M::running_var, &M::mutable_running_var);
+  out.output = Take(r.mutable_output());
+  if (r.has_k_output()) out.k_output = Take(r.mutable_k_output());
+  if (r.has_residual_sum()) out.residual_sum = Take(r.mutable_residual_sum());
+  if (r.has_batch_mean()) out.batch_mean = Take(r.mutable_batch_mean());
+  if (r.has_batch_var()) out.batch_var = Take(r.mutable_batch_var());
+  if (r.has_running_mean()) out.running_mean = Take(r.mutable_running_mean());
+  if (r.has_running_var()) out.running_var = Take(r.mutable_running_var());
   out.backend = r.backend() == v1::BACKEND_CUDA ? Backend::kCuda : Backend::kCpu;
   out.queue_us = r.timing().queue_us();
   out.batch_requests = r.timing().batch_requests();
@@ -47,10 +34,11 @@ NormResult MakeNormResult(R& r) {
   out.total_us = r.timing().total_us();
   return out;
 }
-}  // namespace
 
-NormResult ToNormResult(const v1::NormalizeResponse& r) { return MakeNormResult(r); }
-NormResult ToNormResult(v1::NormalizeResponse&& r) { return MakeNormResult(r); }
+// A copy, then moved: each tensor's bytes are copied once.
+NormResult ToNormResult(const v1::NormalizeResponse& r) {
+  return ToNormResult(v1::NormalizeResponse(r));
+}
 
 absl::StatusOr<NormResult> Client::Call(const v1::NormalizeRequest& request, const CallOptions& c) {
   absl::StatusOr<v1::NormalizeResponse> r = Normalize(request, c);

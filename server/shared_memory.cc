@@ -8,17 +8,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "server/field_error.h"
 
 namespace normd::server {
-namespace {
-
-absl::Status Field(absl::StatusCode code, absl::string_view field, absl::string_view message) {
-  return FieldError(code, field, absl::StrCat(field, ": ", message));
-}
-
-}  // namespace
 
 SharedMemoryRegion::~SharedMemoryRegion() {
   if (mapping != nullptr) munmap(mapping, mapping_bytes);
@@ -39,18 +33,19 @@ absl::Status SharedMemoryRegistry::Register(const v1::RegisterSharedMemoryReques
   {
     absl::MutexLock l(&mu_);
     if (regions_.count(r.name()) > 0) {
-      return Field(absl::StatusCode::kAlreadyExists, "name",
-                   absl::StrCat("a region named '", r.name(), "' is registered already"));
+      return FieldError(absl::StatusCode::kAlreadyExists, "name",
+                        absl::StrCat("a region named '", r.name(), "' is registered already"));
     }
     if (regions_.size() >= kMaxRegions) {
-      return Field(absl::StatusCode::kResourceExhausted, "name",
-                   absl::StrCat("at most ", kMaxRegions, " regions may be registered"));
+      return FieldError(absl::StatusCode::kResourceExhausted, "name",
+                        absl::StrCat("at most ", kMaxRegions, " regions may be registered"));
     }
   }
   const int fd = shm_open(r.key().c_str(), O_RDWR, 0);
   if (fd < 0) {
-    return Field(errno == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kInvalidArgument,
-                 "key", absl::StrCat("cannot open '", r.key(), "': ", std::strerror(errno)));
+    return FieldError(
+        errno == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kInvalidArgument, "key",
+        absl::StrCat("cannot open '", r.key(), "': ", std::strerror(errno)));
   }
   struct stat st {};
   int64_t end = 0;
@@ -69,8 +64,8 @@ absl::Status SharedMemoryRegistry::Register(const v1::RegisterSharedMemoryReques
   void* m = mmap(nullptr, region->mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, map_from);
   close(fd);
   if (m == MAP_FAILED) {
-    return Field(absl::StatusCode::kInvalidArgument, "key",
-                 absl::StrCat("cannot map '", r.key(), "': ", std::strerror(errno)));
+    return FieldError(absl::StatusCode::kInvalidArgument, "key",
+                      absl::StrCat("cannot map '", r.key(), "': ", std::strerror(errno)));
   }
   region->mapping = m;
   region->base = static_cast<char*>(m) + (r.offset() - map_from);
@@ -80,8 +75,8 @@ absl::Status SharedMemoryRegistry::Register(const v1::RegisterSharedMemoryReques
   region->byte_size = r.byte_size();
   absl::MutexLock l(&mu_);
   if (!regions_.emplace(r.name(), std::move(region)).second) {  // a racing registration
-    return Field(absl::StatusCode::kAlreadyExists, "name",
-                 absl::StrCat("a region named '", r.name(), "' is registered already"));
+    return FieldError(absl::StatusCode::kAlreadyExists, "name",
+                      absl::StrCat("a region named '", r.name(), "' is registered already"));
   }
   return absl::OkStatus();
 }
@@ -93,8 +88,8 @@ absl::Status SharedMemoryRegistry::Unregister(const std::string& name) {
     return absl::OkStatus();
   }
   if (regions_.erase(name) == 0) {
-    return Field(absl::StatusCode::kNotFound, "name",
-                 absl::StrCat("no region named '", name, "' is registered"));
+    return FieldError(absl::StatusCode::kNotFound, "name",
+                      absl::StrCat("no region named '", name, "' is registered"));
   }
   return absl::OkStatus();
 }
@@ -113,8 +108,8 @@ absl::StatusOr<v1::SharedMemoryStatusResponse> SharedMemoryRegistry::Status(
     r->set_requests_in_flight(region.use_count() - 1);  // every holder but the registry
   }
   if (!name.empty() && out.regions_size() == 0) {
-    return Field(absl::StatusCode::kNotFound, "name",
-                 absl::StrCat("no region named '", name, "' is registered"));
+    return FieldError(absl::StatusCode::kNotFound, "name",
+                      absl::StrCat("no region named '", name, "' is registered"));
   }
   return out;
 }
@@ -134,22 +129,15 @@ absl::StatusOr<char*> SharedMemoryAccess::Resolve(const v1::SharedMemoryRef& ref
                         "expected no shared-memory reference: this server runs with "
                         "--no-shared-memory");
   }
-  // One request names a region once or a few times: look it up among those held first.
-  const SharedMemoryRegion* region = nullptr;
-  for (const Range& r : inputs_) {
-    if (r.region->name == ref.region()) region = r.region;
+  std::shared_ptr<const SharedMemoryRegion> found = registry_->Find(ref.region());
+  if (found == nullptr) {
+    return InvalidField(field + ".region", "expected a registered region, got '", ref.region(),
+                        "', which is not registered (RegisterSharedMemory; a restarted "
+                        "server has forgotten its regions)");
   }
-  for (const Range& r : outputs_) {
-    if (r.region->name == ref.region()) region = r.region;
-  }
-  if (region == nullptr) {
-    std::shared_ptr<const SharedMemoryRegion> found = registry_->Find(ref.region());
-    if (found == nullptr) {
-      return InvalidField(field + ".region", "expected a registered region, got '", ref.region(),
-                          "', which is not registered (RegisterSharedMemory; a restarted "
-                          "server has forgotten its regions)");
-    }
-    region = found.get();
+  const SharedMemoryRegion* region = found.get();
+  // Held once per request: SharedMemoryStatus counts requests by the holders.
+  if (absl::c_none_of(held_, [region](const auto& h) { return h.get() == region; })) {
     held_.push_back(std::move(found));
   }
   if (ref.byte_size() != want_bytes) {

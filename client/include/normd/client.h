@@ -301,9 +301,10 @@ class Client {
   absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request, const CallOptions& c);
   CallHandle StartAsync(bool echo, v1::NormalizeRequest request, InfoCallback done,
                         const CallOptions& c);
-  // The request as row chunks on a NormalizeStream (chunked_call.cc).
-  CallHandle StartChunked(v1::NormalizeRequest request, ChunkPlan plan, InfoCallback done,
-                          const CallOptions& c);
+  // The request as row chunks on a NormalizeStream (chunked_call.cc): `request`, which
+  // must outlive the call (a blocking caller's), or, when it is null, `owned`.
+  CallHandle StartChunked(v1::NormalizeRequest owned, const v1::NormalizeRequest* request,
+                          ChunkPlan plan, InfoCallback done, const CallOptions& c);
   std::optional<ChunkPlan> PlanFor(const v1::NormalizeRequest& request) const;
   // A failed call's status: when it names an unregistered region, registers again (without
   // waiting) every region this client registered.
