@@ -23,6 +23,8 @@ struct LargeCase {
   // The CpuBackend's LayerNorm on the request's input, into a buffer of its own.
   absl::StatusOr<absl::Duration> RunKernel(kernels::CpuBackend& backend);
   // client.Normalize(request); the answer's bytes checked against the kernel's.
+  // A Normalize call answered into `answer`, whose buffers the next call reuses (as the
+  // TCP echo reuses its receive buffer).
   absl::StatusOr<absl::Duration> Call(Client& client);
   // The input placed in a shared-memory region registered with the server, the output
   // written by the server into the same region (after the input), read back in place.
@@ -33,6 +35,7 @@ struct LargeCase {
   // CallShm's region (the input, then the output) and request, made by its first call.
   std::shared_ptr<SharedMemoryRegion> region;
   v1::NormalizeRequest shm_request;
+  v1::NormalizeResponse answer;
   std::string expected;  // the kernel's output bytes, once RunKernel ran
 };
 

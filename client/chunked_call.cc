@@ -6,26 +6,25 @@
 // parses it, computed whole, then serialized whole before its first byte is sent back, and
 // each step runs on one thread. Chunks keep the socket busy in both directions while the
 // server computes the chunks that already arrived (BENCHMARKS.md, "Large tensors").
+#include "absl/strings/str_cat.h"
 #include "chunking.h"
 #include "normd/client.h"
 
 namespace normd {
 
-// One chunked call on gRPC's callback API. Owns what the call reads and writes and
-// deletes itself in OnDone. gRPC allows one read and one write outstanding at a time;
-// OnReadDone and OnWriteDone may run at once on different threads, so the write side's
-// state is under `mu_`.
-class ChunkedCall final
-    : public grpc::ClientBidiReactor<v1::NormalizeRequest, v1::NormalizeResponse> {
+// One chunked call on gRPC's callback API, its messages written and read by hand
+// (chunk_wire.h: no copy of the tensors' bytes into or out of messages). Owns what the
+// call reads and writes and deletes itself in OnDone. gRPC allows one read and one write
+// outstanding at a time; OnReadDone and OnWriteDone may run at once on different threads,
+// so the write side's state is under `mu_`.
+class ChunkedCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // `whole`: the request, which must outlive the call, or null for `owned`.
-  ChunkedCall(v1::NormalizeRequest owned, const v1::NormalizeRequest* whole, ChunkPlan plan,
-              int window, Client::InfoCallback done)
-      : owned_(std::move(owned)),
-        whole_(whole != nullptr ? *whole : owned_),
+  ChunkedCall(std::shared_ptr<const ChunkSource> source, ChunkPlan plan, int window,
+              Client::InfoCallback done, v1::NormalizeResponse* into)
+      : source_(std::move(source)),
         plan_(std::move(plan)),
         window_(std::max(window, 1)),
-        assembler_(whole_, plan_),
+        assembler_(source_->whole, plan_, into),
         done_(std::move(done)) {}
 
   grpc::ClientContext* context() { return &context_; }
@@ -53,7 +52,9 @@ class ChunkedCall final
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream ended; OnDone has its status
-    if (absl::Status s = assembler_.Add(std::move(part_)); !s.ok()) {
+    absl::Status s = assembler_.Add(&part_);
+    part_.Clear();
+    if (!s.ok()) {
       error_ = std::move(s);
       context_.TryCancel();
       return;
@@ -100,23 +101,22 @@ class ChunkedCall final
     }
     if (next_ - answered_ >= window_) return;
     writing_ = true;
-    writing_chunk_ = MakeChunk(whole_, plan_, next_++);
+    writing_chunk_ = MakeChunk(plan_, next_++, source_);
     StartWrite(&writing_chunk_);
   }
 
   grpc::ClientContext context_;
   std::shared_ptr<CallHandle::State> handle_ = std::make_shared<CallHandle::State>();
-  const v1::NormalizeRequest owned_;  // an asynchronous call's request
-  const v1::NormalizeRequest& whole_;
+  const std::shared_ptr<const ChunkSource> source_;  // the whole request
   const ChunkPlan plan_;
   const int window_;
-  ChunkAssembler assembler_;    // the read side's, one read at a time
-  v1::NormalizeResponse part_;  // the read side's
-  absl::Status error_;          // a chunk's error, set by the read side before the cancel
+  ChunkAssembler assembler_;  // the read side's, one read at a time
+  grpc::ByteBuffer part_;     // the read side's
+  absl::Status error_;        // a chunk's error, set by the read side before the cancel
   Client::InfoCallback done_;
 
   absl::Mutex mu_;
-  v1::NormalizeRequest writing_chunk_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer writing_chunk_ ABSL_GUARDED_BY(mu_);
   int next_ ABSL_GUARDED_BY(mu_) = 0;      // chunks written or being written
   int answered_ ABSL_GUARDED_BY(mu_) = 0;  // chunks answered
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -127,14 +127,17 @@ std::optional<ChunkPlan> Client::PlanFor(const v1::NormalizeRequest& request) co
   return PlanChunks(request, options_.chunking.threshold_bytes, options_.chunking.chunk_bytes);
 }
 
-CallHandle Client::StartChunked(v1::NormalizeRequest owned, const v1::NormalizeRequest* request,
-                                ChunkPlan plan, InfoCallback done, const CallOptions& c) {
-  auto* call = new ChunkedCall(std::move(owned), request, std::move(plan), options_.chunking.window,
-                               std::move(done));
+CallHandle Client::StartChunked(std::shared_ptr<const ChunkSource> source, ChunkPlan plan,
+                                InfoCallback done, const CallOptions& c,
+                                v1::NormalizeResponse* into) {
+  auto* call = new ChunkedCall(std::move(source), std::move(plan), options_.chunking.window,
+                               std::move(done), into);
   CallHandle handle;
   handle.state_ = call->handle();
   Prepare(call->context(), c);
-  Next().norm->async()->NormalizeStream(call->context(), call);
+  static const std::string* const method =
+      new std::string(absl::StrCat("/", v1::NormService::service_full_name(), "/NormalizeStream"));
+  Next().generic->PrepareBidiStreamingCall(call->context(), *method, grpc::StubOptions(), call);
   call->Start();
   return handle;
 }

@@ -33,30 +33,35 @@ bool Describe(const v1::Tensor& t, int k, ChunkedTensor* out) {
   return true;
 }
 
-// The accessors of the request's row tensors, by op.
+// The accessors of the request's row tensors, by op, and their fields' names.
 using MutableAt = v1::Tensor* (*)(v1::NormalizeRequest*);
 using At = const v1::Tensor* (*)(const v1::NormalizeRequest&);
 struct Where {
   MutableAt mutable_in;
   At in;
+  std::initializer_list<const char*> names;
 };
 
-constexpr Where kInput{[](v1::NormalizeRequest* r) { return r->mutable_input(); },
-                       [](const v1::NormalizeRequest& r) { return &r.input(); }};
-constexpr Where kLayerSkip{
+const Where kInput{[](v1::NormalizeRequest* r) { return r->mutable_input(); },
+                   [](const v1::NormalizeRequest& r) { return &r.input(); },
+                   {"input"}};
+const Where kLayerSkip{
     [](v1::NormalizeRequest* r) {
       return r->mutable_layer_norm()->mutable_residual()->mutable_skip();
     },
-    [](const v1::NormalizeRequest& r) { return &r.layer_norm().residual().skip(); }};
-constexpr Where kRmsSkip{
-    [](v1::NormalizeRequest* r) {
-      return r->mutable_rms_norm()->mutable_residual()->mutable_skip();
-    },
-    [](const v1::NormalizeRequest& r) { return &r.rms_norm().residual().skip(); }};
-constexpr Where kQ{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_q(); },
-                   [](const v1::NormalizeRequest& r) { return &r.qk_norm().q(); }};
-constexpr Where kK{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_k(); },
-                   [](const v1::NormalizeRequest& r) { return &r.qk_norm().k(); }};
+    [](const v1::NormalizeRequest& r) { return &r.layer_norm().residual().skip(); },
+    {"layer_norm", "residual", "skip"}};
+const Where kRmsSkip{[](v1::NormalizeRequest* r) {
+                       return r->mutable_rms_norm()->mutable_residual()->mutable_skip();
+                     },
+                     [](const v1::NormalizeRequest& r) { return &r.rms_norm().residual().skip(); },
+                     {"rms_norm", "residual", "skip"}};
+const Where kQ{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_q(); },
+               [](const v1::NormalizeRequest& r) { return &r.qk_norm().q(); },
+               {"qk_norm", "q"}};
+const Where kK{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_k(); },
+               [](const v1::NormalizeRequest& r) { return &r.qk_norm().k(); },
+               {"qk_norm", "k"}};
 
 // Adds to `mask` the path of every field set in `m` (`prefix` its own path), except the
 // bytes of the tensors in `rows`: of those, only the dtype.
@@ -121,7 +126,8 @@ std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t
   ChunkPlan plan;
   int64_t total = 0, fewest_rows = INT64_MAX;
   for (auto& [where, k] : tensors) {
-    ChunkedTensor t{where.mutable_in, where.in};
+    ChunkedTensor t{where.mutable_in, where.in,
+                    FieldPath(std::vector<std::string>(where.names.begin(), where.names.end()))};
     if (!Describe(*where.in(request), k, &t)) return std::nullopt;
     if (request.op_case() == v1::NormalizeRequest::kQkNorm) {
       t.rows *= t.row_dims[0];
@@ -155,63 +161,96 @@ std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t
   return plan;
 }
 
-v1::NormalizeRequest MakeChunk(const v1::NormalizeRequest& whole, const ChunkPlan& plan, int i) {
-  v1::NormalizeRequest chunk = plan.skeleton;
+grpc::ByteBuffer MakeChunk(const ChunkPlan& plan, int i,
+                           const std::shared_ptr<const ChunkSource>& source) {
+  v1::NormalizeRequest meta = plan.skeleton;
+  std::vector<ChunkBytes> bytes;
   for (const ChunkedTensor& t : plan.tensors) {
     const int64_t first = t.starts[i], rows = t.starts[i + 1] - first;
-    v1::Tensor* out = t.mutable_in(&chunk);
+    v1::Tensor* out = t.mutable_in(&meta);
     out->clear_shape();
     out->add_shape(rows);
     for (int64_t d : t.row_dims) out->add_shape(d);
-    out->set_data(t.in(whole)->data().data() + first * t.row_bytes,
-                  static_cast<size_t>(rows * t.row_bytes));
+    bytes.push_back({&t.path, t.in(source->whole)->data().data() + first * t.row_bytes,
+                     static_cast<size_t>(rows * t.row_bytes)});
   }
-  return chunk;
+  return EncodeChunk(meta, bytes, source);
 }
 
-ChunkAssembler::ChunkAssembler(const v1::NormalizeRequest& whole, const ChunkPlan& plan)
-    : plan_(plan) {
-  whole_.set_id(whole.id());
+ChunkAssembler::ChunkAssembler(const v1::NormalizeRequest& whole, const ChunkPlan& plan,
+                               v1::NormalizeResponse* into)
+    : plan_(plan), out_(into != nullptr ? into : &whole_) {
+  // Clear() would free the output tensors with their buffers: their bytes are kept aside.
+  const bool qk = plan_.skeleton.op_case() == v1::NormalizeRequest::kQkNorm;
+  if (out_->has_output()) out_->mutable_output()->mutable_data()->swap(spare_[0]);
+  if (qk && out_->has_k_output()) out_->mutable_k_output()->mutable_data()->swap(spare_[1]);
+  if (!qk && out_->has_residual_sum()) {
+    out_->mutable_residual_sum()->mutable_data()->swap(spare_[1]);
+  }
+  out_->Clear();
+  out_->set_id(whole.id());
 }
 
-absl::Status ChunkAssembler::Add(v1::NormalizeResponse part) {
-  if (part.has_error()) return StatusFromRpc(part.error());
+absl::Status ChunkAssembler::Add(grpc::ByteBuffer* part) {
   const bool qk = plan_.skeleton.op_case() == v1::NormalizeRequest::kQkNorm;
   // The outputs a row op makes, each with the row tensor whose rows it follows.
-  struct Out {
-    v1::Tensor* (*at)(v1::NormalizeResponse*);
-    const ChunkedTensor& follows;
+  const int second_field = qk ? v1::NormalizeResponse::kKOutputFieldNumber
+                              : v1::NormalizeResponse::kResidualSumFieldNumber;
+  auto follows = [&](int o) -> const ChunkedTensor& {
+    return plan_.tensors[o == 1 && plan_.tensors.size() > 1 ? 1 : 0];
   };
-  const Out outs[] = {
-      {[](v1::NormalizeResponse* r) { return r->mutable_output(); }, plan_.tensors[0]},
-      {qk ? +[](v1::NormalizeResponse* r) { return r->mutable_k_output(); }
-          : +[](v1::NormalizeResponse* r) { return r->mutable_residual_sum(); },
-       plan_.tensors.size() > 1 ? plan_.tensors[1] : plan_.tensors[0]},
+  auto tensor = [&](v1::NormalizeResponse* r, int o) {
+    return o == 0 ? r->mutable_output() : qk ? r->mutable_k_output() : r->mutable_residual_sum();
   };
-  const bool present[] = {part.has_output(), qk ? part.has_k_output() : part.has_residual_sum()};
-  for (int o = 0; o < 2; ++o) {
-    if (!present[o]) continue;
-    v1::Tensor* from = outs[o].at(&part);
-    v1::Tensor* to = outs[o].at(&whole_);
+  // A chunk's output bytes go straight into the whole answer's, each chunk's rows times
+  // chunk 0's bytes per row.
+  auto sink = [&](int field, size_t size) -> std::string* {
+    const int o = field == v1::NormalizeResponse::kOutputFieldNumber ? 0
+                  : field == second_field                            ? 1
+                                                                     : -1;
+    if (o < 0) return nullptr;
+    const ChunkedTensor& rows = follows(o);
+    std::string* to = tensor(out_, o)->mutable_data();
     if (added_ == 0) {
-      to->set_dtype(from->dtype());
-      to->mutable_shape()->Assign(outs[o].follows.shape.begin(), outs[o].follows.shape.end());
-      const int64_t rows = outs[o].follows.starts[1];
-      const int64_t per_row = rows > 0 ? static_cast<int64_t>(from->data().size()) / rows : 0;
-      to->mutable_data()->reserve(static_cast<size_t>(per_row * outs[o].follows.rows));
+      if (rows.starts[1] == 0 || size % rows.starts[1] != 0) return nullptr;
+      row_bytes_[o] = static_cast<int64_t>(size) / rows.starts[1];
+      to->swap(spare_[o]);
+      to->clear();
+      to->reserve(static_cast<size_t>(row_bytes_[o] * rows.rows));
     }
-    to->mutable_data()->append(from->data());
+    const int64_t expected = row_bytes_[o] * (rows.starts[added_ + 1] - rows.starts[added_]);
+    return static_cast<int64_t>(size) == expected ? to : nullptr;
+  };
+  v1::NormalizeResponse meta;
+  if (absl::Status s = ReadChunkAnswer(part, sink, &meta); !s.ok()) return s;
+  if (meta.has_error()) return StatusFromRpc(meta.error());
+  for (int o = 0; o < 2 && added_ == 0; ++o) {
+    const bool present = o == 0 ? meta.has_output()
+                         : qk   ? meta.has_k_output()
+                                : meta.has_residual_sum();
+    if (!present) continue;
+    const v1::Tensor* from = tensor(&meta, o);
+    v1::Tensor* to = tensor(out_, o);
+    to->set_dtype(from->dtype());
+    to->mutable_shape()->Assign(follows(o).shape.begin(), follows(o).shape.end());
+  }
+  for (int o = 0; o < 2; ++o) {  // every chunk answers the outputs the first one did
+    const int64_t want = row_bytes_[o] * follows(o).starts[added_ + 1];
+    const v1::Tensor& t = o == 0 ? out_->output() : qk ? out_->k_output() : out_->residual_sum();
+    if (static_cast<int64_t>(t.data().size()) != want) {
+      return absl::InternalError("chunked call: a chunk's answer lacks an output");
+    }
   }
   if (added_ == 0) {
-    whole_.set_backend(part.backend());
-    *whole_.mutable_timing() = part.timing();
+    out_->set_backend(meta.backend());
+    *out_->mutable_timing() = meta.timing();
   } else {
     // Queue time and total: the longest chunk's; compute: the chunks' sum.
-    v1::Timing* t = whole_.mutable_timing();
-    t->set_queue_us(std::max(t->queue_us(), part.timing().queue_us()));
-    t->set_total_us(std::max(t->total_us(), part.timing().total_us()));
-    t->set_compute_us(t->compute_us() + part.timing().compute_us());
-    t->set_batch_requests(std::max(t->batch_requests(), part.timing().batch_requests()));
+    v1::Timing* t = out_->mutable_timing();
+    t->set_queue_us(std::max(t->queue_us(), meta.timing().queue_us()));
+    t->set_total_us(std::max(t->total_us(), meta.timing().total_us()));
+    t->set_compute_us(t->compute_us() + meta.timing().compute_us());
+    t->set_batch_requests(std::max(t->batch_requests(), meta.timing().batch_requests()));
   }
   ++added_;
   return absl::OkStatus();

@@ -15,9 +15,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "chunk_wire.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "normd/v1/normd.pb.h"
 
@@ -27,6 +30,7 @@ namespace normd {
 struct ChunkedTensor {
   v1::Tensor* (*mutable_in)(v1::NormalizeRequest*);  // where it lives in a request
   const v1::Tensor* (*in)(const v1::NormalizeRequest&);
+  std::vector<int> path;          // its field numbers from the request down (chunk_wire.h)
   std::vector<int64_t> shape;     // the whole tensor's
   std::vector<int64_t> row_dims;  // the dims of one row (the trailing, normalized ones)
   int64_t rows = 0;
@@ -46,24 +50,30 @@ struct ChunkPlan {
 std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t threshold_bytes,
                                     int64_t chunk_bytes);
 
-// Chunk `i` of `whole` under `plan`.
-v1::NormalizeRequest MakeChunk(const v1::NormalizeRequest& whole, const ChunkPlan& plan, int i);
+// Chunk `i` of `source->whole` under `plan`, its rows' bytes not copied (chunk_wire.h).
+grpc::ByteBuffer MakeChunk(const ChunkPlan& plan, int i,
+                           const std::shared_ptr<const ChunkSource>& source);
 
 // Puts the chunks' responses, added in order, together into one response.
 class ChunkAssembler {
  public:
-  ChunkAssembler(const v1::NormalizeRequest& whole, const ChunkPlan& plan);
-  // Appends chunk `added()`'s outputs; an error response (`error` set) is returned as
-  // its status, naming the field as the whole request's.
-  absl::Status Add(v1::NormalizeResponse part);
+  // Assembles into `into` when it is not null (a blocking caller's response, whose output
+  // buffers are reused: no allocation or page faults when they are large enough).
+  ChunkAssembler(const v1::NormalizeRequest& whole, const ChunkPlan& plan,
+                 v1::NormalizeResponse* into = nullptr);
+  // Appends chunk `added()`'s outputs, read from its answer message; an error response
+  // (`error` set) is returned as its status, naming the field as the whole request's.
+  absl::Status Add(grpc::ByteBuffer* part);
   int added() const { return added_; }
-  // The whole response; once every chunk was added.
+  // The whole response; once every chunk was added (empty when assembled into `into`).
   v1::NormalizeResponse Take() { return std::move(whole_); }
 
  private:
   const ChunkPlan& plan_;
-  std::vector<std::vector<int64_t>> shapes_;  // output, k_output / residual_sum shapes
+  int64_t row_bytes_[2] = {0, 0};  // of output and k_output / residual_sum, from chunk 0
   v1::NormalizeResponse whole_;
+  v1::NormalizeResponse* const out_;  // whole_ or the caller's
+  std::string spare_[2];              // the caller's output buffers, for reuse
   int added_ = 0;
 };
 

@@ -170,7 +170,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const std::string& target
     if (channel == nullptr)
       return absl::InvalidArgumentError(absl::StrCat("target: cannot use '", target, "'"));
     pool.push_back({v1::NormService::NewStub(channel), v1::DiagnosticsService::NewStub(channel),
-                    grpc::health::v1::Health::NewStub(channel)});
+                    grpc::health::v1::Health::NewStub(channel),
+                    std::make_unique<grpc::GenericStub>(channel)});
   }
   return std::unique_ptr<Client>(new Client(std::move(pool), options, std::move(authorization)));
 }
@@ -210,26 +211,37 @@ void Client::Authorize(grpc::ClientContext* context) const {
 
 absl::StatusOr<v1::NormalizeResponse> Client::Normalize(const v1::NormalizeRequest& request,
                                                         const CallOptions& c) {
+  v1::NormalizeResponse response;
+  if (absl::Status s = Normalize(request, &response, c); !s.ok()) return s;
+  return response;
+}
+
+absl::Status Client::Normalize(const v1::NormalizeRequest& request, v1::NormalizeResponse* response,
+                               const CallOptions& c) {
   if (std::optional<ChunkPlan> plan = PlanFor(request)) {
-    std::promise<absl::StatusOr<v1::NormalizeResponse>> answer;
-    std::future<absl::StatusOr<v1::NormalizeResponse>> result = answer.get_future();
+    // The chunks point into `request`: it must stay until gRPC let go of the last of them,
+    // which a call that ended early may do after its answer.
+    std::promise<void> released;
+    std::future<void> unused = released.get_future();
+    std::promise<absl::Status> answer;
+    std::future<absl::Status> result = answer.get_future();
     StartChunked(
-        {}, &request, *std::move(plan),
+        std::make_shared<const ChunkSource>(v1::NormalizeRequest(), &request,
+                                            [&released] { released.set_value(); }),
+        *std::move(plan),
         [&answer](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
-          answer.set_value(std::move(r));
+          answer.set_value(r.status());
         },
-        c);
-    return result.get();
+        c, response);
+    absl::Status s = result.get();
+    unused.wait();
+    return s;
   }
   grpc::ClientContext context;
   Prepare(&context, c);
-  v1::NormalizeResponse response;
-  if (absl::Status s = StatusFromGrpc(Next().norm->Normalize(&context, request, &response));
-      !s.ok()) {
-    NoteFailure(s);
-    return s;
-  }
-  return response;
+  absl::Status s = StatusFromGrpc(Next().norm->Normalize(&context, request, response));
+  if (!s.ok()) NoteFailure(s);
+  return s;
 }
 
 namespace {
@@ -285,7 +297,8 @@ CallHandle Client::StartAsync(bool echo, v1::NormalizeRequest request, InfoCallb
                               const CallOptions& c) {
   if (!echo) {
     if (std::optional<ChunkPlan> plan = PlanFor(request)) {
-      return StartChunked(std::move(request), nullptr, *std::move(plan), std::move(done), c);
+      return StartChunked(std::make_shared<const ChunkSource>(std::move(request), nullptr, nullptr),
+                          *std::move(plan), std::move(done), c);
     }
   }
   // What the call reads and writes must outlive it: owned here, freed by the callback.

@@ -33,8 +33,13 @@
 
 namespace normd::server {
 
-using AsyncService = v1::NormService::AsyncService;
-using DiagnosticsAsyncService = v1::DiagnosticsService::AsyncService;
+// Normalize, NormalizeStream and EchoStream are raw methods: their messages are ByteBuffers
+// that the calls parse and serialize themselves (answer_wire.h), so that a large output
+// is sent from the buffer the kernel wrote, not from a copy.
+using AsyncService = v1::NormService::WithRawMethod_Normalize<
+    v1::NormService::WithRawMethod_NormalizeStream<v1::NormService::AsyncService>>;
+using DiagnosticsAsyncService =
+    v1::DiagnosticsService::WithRawMethod_EchoStream<v1::DiagnosticsService::AsyncService>;
 
 // Where a call's listener waits: the services, and one transport thread's queue.
 struct Listener {

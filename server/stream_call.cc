@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/support/async_stream.h"
+#include "server/answer_wire.h"
 #include "server/calls.h"
 #include "server/cq_event.h"
 #include "server/request_log.h"
@@ -53,7 +54,7 @@ class StreamCall final {
     absl::MutexLock l(&mu_);
     reading_ = true;
     next_ = std::make_unique<Slot>();
-    StartRead(&next_->request);
+    StartRead();
   }
   void Finished(bool) {
     finish_reported_ = true;
@@ -65,17 +66,28 @@ class StreamCall final {
     if (finish_reported_) delete this;
   }
 
-  void StartRead(Request* request) { stream_.Read(request, &read_event_); }
-  void StartWrite(const Response* response) { stream_.Write(*response, &write_event_); }
+  void StartRead() { stream_.Read(&read_buffer_, &read_event_); }
+  // The response's large outputs move into the message (answer_wire.h).
+  void StartWrite(Response* response) { stream_.Write(SerializeAnswer(response), &write_event_); }
   void Finish(const grpc::Status& status) { stream_.Finish(status, &finished_event_); }
 
   void OnReadDone(bool ok) {
     Slot* slot = nullptr;
     {
       absl::MutexLock l(&mu_);
-      if (ok && !broken_) {
-        slot = next_.get();
-        slot->start = absl::Now();
+      if (ok && !broken_) slot = next_.get();
+    }
+    // Parsed outside the lock (the read side alone touches the slot being read), so that a
+    // large message does not hold up the write side.
+    if (slot != nullptr) {
+      slot->start = absl::Now();
+      slot->parsed = ParseRequest(&read_buffer_, &slot->request);
+    }
+    {
+      absl::MutexLock l(&mu_);
+      if (broken_) {
+        slot = nullptr;
+      } else if (slot != nullptr) {
         slots_.push_back(std::move(next_));
       }
     }
@@ -118,10 +130,19 @@ class StreamCall final {
     uint64_t work_id = 0;     // while in the scheduler
     bool submitting = false;  // Submit has not returned: not to be written yet
     bool ready = false;       // response complete
+    bool parsed = false;      // the message was a NormalizeRequest
   };
 
   // Answers `slot` at once (echo, bad request) or hands it to the scheduler.
   void Submit(Slot* slot) {
+    if (!slot->parsed) {
+      const absl::Status bad =
+          absl::InvalidArgumentError("request: not a NormalizeRequest message");
+      SetError(bad, slot);
+      Record(slot, bad, nullptr);
+      Advance([&] { slot->ready = true; });
+      return;
+    }
     if (echo_) {
       EchoInto(slot->request, &slot->response);
       Record(slot, absl::OkStatus(), nullptr);
@@ -222,8 +243,8 @@ class StreamCall final {
   // touches the call after its change unless its own decision keeps the call alive.
   template <class Mutate>
   void Advance(Mutate mutate) {
-    const Response* write = nullptr;
-    Request* read = nullptr;
+    Response* write = nullptr;
+    bool read = false;
     bool finish = false;
     grpc::Status status;
     {
@@ -244,7 +265,7 @@ class StreamCall final {
           static_cast<int>(slots_.size()) < env_.options.stream_window) {
         reading_ = true;
         next_ = NewSlot();
-        read = &next_->request;
+        read = true;
       }
       const bool idle = !reading_ && !writing_ && pending_ == 0 && busy_ == 0;
       if (idle && (reads_done_ || broken_) && (slots_.empty() || broken_)) {
@@ -255,7 +276,7 @@ class StreamCall final {
       }
     }
     if (write != nullptr) StartWrite(write);
-    if (read != nullptr) StartRead(read);
+    if (read) StartRead();
     if (finish) Finish(status);
   }
 
@@ -263,8 +284,9 @@ class StreamCall final {
   const CallEnv& env_;
   const bool echo_;
   grpc::ServerContext context_;
-  grpc::ServerAsyncReaderWriter<Response, Request> stream_{&context_};
-  absl::Time deadline_;  // set when the call arrives, before any Submit
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_{&context_};
+  grpc::ByteBuffer read_buffer_;  // the read in progress; parsed into its slot's request
+  absl::Time deadline_;           // set when the call arrives, before any Submit
   CqEvent started_event_ = MakeEvent<&StreamCall::Started>(this);
   CqEvent read_event_ = MakeEvent<&StreamCall::OnReadDone>(this);
   CqEvent write_event_ = MakeEvent<&StreamCall::OnWriteDone>(this);

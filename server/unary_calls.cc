@@ -3,6 +3,7 @@
 
 #include "absl/time/clock.h"
 #include "grpcpp/support/async_unary_call.h"
+#include "server/answer_wire.h"
 #include "server/calls.h"
 #include "server/cq_event.h"
 #include "server/norm_service.h"
@@ -99,7 +100,8 @@ class UnaryCall {
   bool finished_ = false, done_ = false;  // transport thread only
 };
 
-class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeResponse> {
+// A raw method (calls.h): the call parses its request and serializes its answer itself.
+class NormalizeCall final : public UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit NormalizeCall(const Listener& at)
       : UnaryCall(at, at.service, &AsyncService::RequestNormalize) {}
@@ -110,14 +112,18 @@ class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::Normalize
   void Handle() override {
     start_ = absl::Now();
     const CallEnv& env = *at_.env;
+    if (!ParseRequest(&request_, &message_)) {
+      Answer(absl::InvalidArgumentError("request: not a NormalizeRequest message"), nullptr);
+      return;
+    }
     absl::StatusOr<std::unique_ptr<Work>> work =
-        MakeWork(env, request_, &response_, CallDeadline(context_), &cancelled_);
+        MakeWork(env, message_, &answer_, CallDeadline(context_), &cancelled_);
     if (!work.ok()) {
       Answer(work.status(), nullptr);
       return;
     }
     (*work)->done = [this](const absl::Status& status, const WorkResult& result) {
-      if (status.ok()) SetTiming(result, start_, &response_);
+      if (status.ok()) SetTiming(result, start_, &answer_);
       Answer(status, &result);
     };
     // The call stays alive until this thread has returned: its finish is reported on
@@ -138,11 +144,12 @@ class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::Normalize
   // Records the answer and finishes the call (the last touch of it: Finish may free it).
   void Answer(const absl::Status& status, const WorkResult* result) {
     if (!status.ok()) {
-      response_.Clear();  // partial outputs never travel with an error
-      response_.set_id(request_.id());
+      answer_.Clear();  // partial outputs never travel with an error
+      answer_.set_id(message_.id());
     }
-    RecordAnswer(at_.env->metrics, {&request_, &response_, status, result, start_, false},
+    RecordAnswer(at_.env->metrics, {&message_, &answer_, status, result, start_, false},
                  [this] { return context_.peer(); });
+    if (status.ok()) response_ = SerializeAnswer(&answer_);
     Finish(ToGrpcStatus(status));
   }
 
@@ -155,6 +162,8 @@ class NormalizeCall final : public UnaryCall<v1::NormalizeRequest, v1::Normalize
     }
   }
 
+  v1::NormalizeRequest message_;        // request_, parsed
+  v1::NormalizeResponse answer_;        // serialized into response_ when answered
   std::atomic<bool> cancelled_{false};  // read by the scheduler's executors
   std::atomic<uint64_t> work_id_{0};
   absl::Time start_;  // when the request was received

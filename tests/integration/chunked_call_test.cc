@@ -3,7 +3,8 @@
 // one whole Normalize call (uneven last chunk, several trailing normalized dims, residual
 // outputs, another output dtype, QK-norm with q and k of different shapes), the chunks
 // really travel as several requests, errors name the whole request's fields, and the
-// channel ops go whole.
+// channel ops go whole. Outputs of 64 KiB and more leave the server from the kernel's own
+// buffer (server/answer_wire.h), whole and in chunks, and a caller's response is reused.
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -31,12 +32,18 @@ class ChunkedCallTest : public ::testing::Test {
     chunked.chunking.threshold_bytes = 1;  // always, in small uneven chunks
     chunked.chunking.chunk_bytes = 3000;
     chunked.chunking.window = 3;
+    ClientOptions big;  // chunks whose outputs pass the server's zero-copy threshold
+    big.chunking.threshold_bytes = 1;
+    big.chunking.chunk_bytes = 100 << 10;
+    big.chunking.window = 2;
     whole_ = Client::Create(target, whole)->release();
     chunked_ = Client::Create(target, chunked)->release();
+    big_ = Client::Create(target, big)->release();
   }
   static void TearDownTestSuite() {
     delete whole_;
     delete chunked_;
+    delete big_;
     delete server_;
   }
 
@@ -61,11 +68,12 @@ class ChunkedCallTest : public ::testing::Test {
 
   // The request through both clients: the same bytes in every output, and the chunked
   // call took `chunks` requests (at least two).
-  void ExpectBitIdentical(const v1::NormalizeRequest& request, const std::string& what) {
+  void ExpectBitIdentical(const v1::NormalizeRequest& request, const std::string& what,
+                          Client* chunker = chunked_) {
     absl::StatusOr<v1::NormalizeResponse> whole = whole_->Normalize(request);
     ASSERT_TRUE(whole.ok()) << what << ": " << whole.status();
     const int64_t before = Answered();
-    absl::StatusOr<v1::NormalizeResponse> chunked = chunked_->Normalize(request);
+    absl::StatusOr<v1::NormalizeResponse> chunked = chunker->Normalize(request);
     ASSERT_TRUE(chunked.ok()) << what << ": " << chunked.status();
     EXPECT_GE(Answered() - before, 2) << what << ": not sent in chunks";
     for (const auto& [name, a, b] :
@@ -84,6 +92,7 @@ class ChunkedCallTest : public ::testing::Test {
   static inline server::NormServer* server_ = nullptr;
   static inline Client* whole_ = nullptr;
   static inline Client* chunked_ = nullptr;
+  static inline Client* big_ = nullptr;
   std::mt19937_64 rng_{5};
 };
 
@@ -128,6 +137,42 @@ TEST_F(ChunkedCallTest, QkNormWithDifferentQAndK) {
   v1::NormalizeRequest r =
       MakeRequest(Random(DType::kF32, {2, 9, 8, 64}), Random(DType::kBF16, {2, 9, 3, 32}), o);
   ExpectBitIdentical(r, "qk_norm");
+}
+
+TEST_F(ChunkedCallTest, LargeOutputsWholeAndInLargeChunks) {
+  // 1.5 MiB of f32 rows: the whole call's outputs, and each 100 KiB chunk's, go out of the
+  // server as slices of their buffers; the answers match the small chunks' bit for bit.
+  RmsNormOptions o;
+  o.weight = Random(DType::kF32, {4096});
+  o.residual = ResidualOptions{};
+  o.residual->skip = Random(DType::kF32, {96, 4096});
+  o.residual->return_sum = true;
+  const v1::NormalizeRequest rms = MakeRequest(Random(DType::kF32, {96, 4096}), o);
+  ExpectBitIdentical(rms, "rms_norm, large chunks", big_);
+  ExpectBitIdentical(rms, "rms_norm, small chunks", chunked_);
+  QkNormOptions qk;
+  const v1::NormalizeRequest qkr =
+      MakeRequest(Random(DType::kF32, {4, 64, 8, 128}), Random(DType::kF32, {4, 64, 2, 128}), qk);
+  ExpectBitIdentical(qkr, "qk_norm, large chunks", big_);
+}
+
+TEST_F(ChunkedCallTest, AnswersIntoTheCallersResponse) {
+  const v1::NormalizeRequest request =
+      MakeRequest(Random(DType::kBF16, {64, 2048}), LayerNormOptions{});
+  absl::StatusOr<v1::NormalizeResponse> whole = whole_->Normalize(request);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  v1::NormalizeResponse response;
+  response.mutable_residual_sum()->set_data("left from before");
+  ASSERT_TRUE(big_->Normalize(request, &response).ok());
+  EXPECT_TRUE(response.output().data() == whole->output().data());
+  EXPECT_FALSE(response.has_residual_sum());  // nothing stays from the last answer
+  const char* buffer = response.output().data().data();
+  ASSERT_TRUE(big_->Normalize(request, &response).ok());
+  EXPECT_TRUE(response.output().data() == whole->output().data());
+  EXPECT_EQ(response.output().data().data(), buffer) << "the caller's buffer was not reused";
+  EXPECT_EQ(
+      std::vector<int64_t>(response.output().shape().begin(), response.output().shape().end()),
+      (std::vector<int64_t>{64, 2048}));
 }
 
 TEST_F(ChunkedCallTest, TypedAndAsyncCallsChunkToo) {

@@ -2,6 +2,7 @@
 // loopback: each code normd returns, in the situation the table names, as a client sees
 // it (with the field for INVALID_ARGUMENT read from the google.rpc.BadRequest details).
 #include <fstream>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "normd/client.h"
 #include "normd/testing/gated_backend.h"
@@ -178,6 +180,72 @@ TEST_F(ErrorCodesTest, InternalWhenTheBackendFails) {
   auto r = client_->Normalize(Rms());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
   EXPECT_TRUE(r.status().message().find("device lost") != absl::string_view::npos);
+}
+
+// Normalize and NormalizeStream parse their messages themselves (server/answer_wire.h):
+// bytes that are not a NormalizeRequest are INVALID_ARGUMENT, and the stream goes on.
+TEST_F(ErrorCodesTest, BytesThatAreNoRequestAreInvalidArgument) {
+  Start();
+  auto channel = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  const std::string garbage = "\x0a\xff\xff\xff\xff\x0f";  // a field longer than the message
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext context;
+  std::promise<grpc::Status> unary;
+  stub.UnaryCall(&context, "/normd.v1.NormService/Normalize", grpc::StubOptions(), &request,
+                 &response, [&](grpc::Status s) { unary.set_value(s); });
+  const grpc::Status s = unary.get_future().get();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+
+  // On a stream: the garbage's answer carries the error, the next request is answered.
+  class TwoWrites : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+   public:
+    TwoWrites(grpc::ByteBuffer first, grpc::ByteBuffer second) {
+      writes_[0] = std::move(first);
+      writes_[1] = std::move(second);
+    }
+    void Go() {
+      StartWrite(&writes_[0]);
+      StartRead(&reads_[0]);
+      StartCall();
+    }
+    void OnWriteDone(bool ok) override {
+      if (ok && ++written_ == 1) {
+        StartWrite(&writes_[1]);
+      } else {
+        StartWritesDone();
+      }
+    }
+    void OnReadDone(bool ok) override {
+      if (ok && ++read_ == 1) StartRead(&reads_[1]);
+    }
+    void OnDone(const grpc::Status& s) override { done_.set_value(s); }
+    grpc::ByteBuffer writes_[2], reads_[2];
+    int written_ = 0, read_ = 0;
+    std::promise<grpc::Status> done_;
+  };
+  grpc::ByteBuffer good;
+  bool own = false;
+  ASSERT_TRUE(grpc::SerializationTraits<v1::NormalizeRequest>::Serialize(Rms(), &good, &own).ok());
+  TwoWrites reactor(request, good);
+  grpc::ClientContext stream_context;
+  stub.PrepareBidiStreamingCall(&stream_context, "/normd.v1.NormService/NormalizeStream",
+                                grpc::StubOptions(), &reactor);
+  reactor.Go();
+  const grpc::Status stream_status = reactor.done_.get_future().get();
+  ASSERT_TRUE(stream_status.ok()) << stream_status.error_message();
+  ASSERT_EQ(reactor.read_, 2);
+  v1::NormalizeResponse first, second;
+  ASSERT_TRUE(
+      grpc::SerializationTraits<v1::NormalizeResponse>::Deserialize(&reactor.reads_[0], &first)
+          .ok());
+  ASSERT_TRUE(
+      grpc::SerializationTraits<v1::NormalizeResponse>::Deserialize(&reactor.reads_[1], &second)
+          .ok());
+  EXPECT_EQ(first.error().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_FALSE(second.has_error());
+  EXPECT_TRUE(second.has_output());
 }
 
 }  // namespace

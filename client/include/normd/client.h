@@ -39,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "normd/requests.h"
 #include "normd/shared_memory.h"
 #include "normd/v1/normd.grpc.pb.h"
@@ -46,7 +47,8 @@
 
 namespace normd {
 
-struct ChunkPlan;  // chunking.h, private
+struct ChunkPlan;    // chunking.h, private
+struct ChunkSource;  // chunk_wire.h, private
 
 struct ClientOptions {
   absl::Duration timeout = absl::Seconds(30);  // deadline of each call
@@ -225,6 +227,11 @@ class Client {
   // The raw call: any request, the response as the server sent it.
   absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request,
                                                   const CallOptions& c = {});
+  // The same, answered into `response`: a chunked call (above the chunking threshold)
+  // writes the outputs into the buffers `response` already holds, so a caller that passes
+  // the same response again allocates nothing and touches no fresh pages.
+  absl::Status Normalize(const v1::NormalizeRequest& request, v1::NormalizeResponse* response,
+                         const CallOptions& c = {});
   // Responses come in request order; several requests may be written before reading.
   std::unique_ptr<NormalizeStream> OpenStream();
   // normd.v1.DiagnosticsService: the request's input returned as output, without compute
@@ -289,6 +296,7 @@ class Client {
     std::unique_ptr<v1::NormService::Stub> norm;
     std::unique_ptr<v1::DiagnosticsService::Stub> diagnostics;  // Echo, EchoStream
     std::unique_ptr<grpc::health::v1::Health::Stub> health;
+    std::unique_ptr<grpc::GenericStub> generic;  // chunked calls' hand-written messages
   };
   Client(std::vector<Stubs> pool, ClientOptions options, std::string authorization)
       : pool_(std::move(pool)),
@@ -301,10 +309,11 @@ class Client {
   absl::StatusOr<NormResult> Call(const v1::NormalizeRequest& request, const CallOptions& c);
   CallHandle StartAsync(bool echo, v1::NormalizeRequest request, InfoCallback done,
                         const CallOptions& c);
-  // The request as row chunks on a NormalizeStream (chunked_call.cc): `request`, which
-  // must outlive the call (a blocking caller's), or, when it is null, `owned`.
-  CallHandle StartChunked(v1::NormalizeRequest owned, const v1::NormalizeRequest* request,
-                          ChunkPlan plan, InfoCallback done, const CallOptions& c);
+  // The request `source` holds as row chunks on a NormalizeStream (chunked_call.cc).
+  // `into`, when not null, receives the answer (a blocking caller's; chunking.h).
+  CallHandle StartChunked(std::shared_ptr<const ChunkSource> source, ChunkPlan plan,
+                          InfoCallback done, const CallOptions& c,
+                          v1::NormalizeResponse* into = nullptr);
   std::optional<ChunkPlan> PlanFor(const v1::NormalizeRequest& request) const;
   // A failed call's status: when it names an unregistered region, registers again (without
   // waiting) every region this client registered.
