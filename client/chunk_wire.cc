@@ -73,9 +73,7 @@ grpc::ByteBuffer EncodeChunk(const v1::NormalizeRequest& meta, const std::vector
   slices.reserve(1 + 2 * bytes.size());
   slices.emplace_back(meta.SerializeAsString());
   for (const ChunkBytes& b : bytes) {
-    std::vector<int> path = *b.path;
-    path.push_back(v1::Tensor::kDataFieldNumber);
-    slices.emplace_back(LengthDelimitedFraming(path, b.size));
+    slices.emplace_back(LengthDelimitedFraming(*b.path, b.size));
     // gRPC only reads the bytes; the slice keeps the request alive until it is written.
     slices.emplace_back(const_cast<char*>(b.data), b.size, &ReleaseSource,
                         new std::shared_ptr<const ChunkSource>(source));
@@ -114,17 +112,6 @@ absl::Status ReadChunkAnswer(grpc::ByteBuffer* answer,
   if (error.empty() && !meta->ParseFromString(rest)) error = "a malformed answer";
   if (!error.empty()) return absl::InternalError("chunked call: the server sent " + error);
   return absl::OkStatus();
-}
-
-std::vector<int> FieldPath(const std::vector<std::string>& names) {
-  std::vector<int> path;
-  const google::protobuf::Descriptor* d = v1::NormalizeRequest::descriptor();
-  for (const std::string& name : names) {
-    const google::protobuf::FieldDescriptor* f = d->FindFieldByName(name);
-    path.push_back(f->number());
-    d = f->message_type();
-  }
-  return path;
 }
 
 }  // namespace normd

@@ -47,16 +47,16 @@ struct ChunkSource {
   const std::function<void()> on_release;
 };
 
-// One row tensor's bytes in a chunk: its path of field numbers from the request down to
-// the Tensor, and the bytes.
+// One row tensor's bytes in a chunk: the field numbers from the request down to the
+// Tensor's `data` field, and the bytes.
 struct ChunkBytes {
   const std::vector<int>* path;
   const char* data;
   size_t size;
 };
 
-// `meta` serialized, followed by every tensor's bytes framed as the `data` field of the
-// Tensor at its path; the bytes are not copied (their slices hold `source`).
+// `meta` serialized, followed by every tensor's bytes framed as the field at its path; the
+// bytes are not copied (their slices hold `source`).
 grpc::ByteBuffer EncodeChunk(const v1::NormalizeRequest& meta, const std::vector<ChunkBytes>& bytes,
                              const std::shared_ptr<const ChunkSource>& source);
 
@@ -66,10 +66,6 @@ grpc::ByteBuffer EncodeChunk(const v1::NormalizeRequest& meta, const std::vector
 absl::Status ReadChunkAnswer(grpc::ByteBuffer* answer,
                              absl::FunctionRef<std::string*(int field, size_t size)> sink,
                              v1::NormalizeResponse* meta);
-
-// The field numbers from NormalizeRequest down to the Tensor named by `names`
-// ({"layer_norm", "residual", "skip"}).
-std::vector<int> FieldPath(const std::vector<std::string>& names);
 
 }  // namespace normd
 

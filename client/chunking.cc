@@ -1,6 +1,7 @@
 #include "chunking.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/cord.h"
@@ -33,35 +34,36 @@ bool Describe(const v1::Tensor& t, int k, ChunkedTensor* out) {
   return true;
 }
 
-// The accessors of the request's row tensors, by op, and their fields' names.
+// The accessors of the request's row tensors, by op, and the field numbers from the
+// request down to their bytes (chunk_wire.h).
 using MutableAt = v1::Tensor* (*)(v1::NormalizeRequest*);
 using At = const v1::Tensor* (*)(const v1::NormalizeRequest&);
 struct Where {
   MutableAt mutable_in;
   At in;
-  std::initializer_list<const char*> names;
+  std::initializer_list<int> path;
 };
 
-const Where kInput{[](v1::NormalizeRequest* r) { return r->mutable_input(); },
-                   [](const v1::NormalizeRequest& r) { return &r.input(); },
-                   {"input"}};
+using R = v1::NormalizeRequest;
+constexpr int kData = v1::Tensor::kDataFieldNumber;
+const Where kInput{[](R* r) { return r->mutable_input(); },
+                   [](const R& r) { return &r.input(); },
+                   {R::kInputFieldNumber, kData}};
 const Where kLayerSkip{
-    [](v1::NormalizeRequest* r) {
-      return r->mutable_layer_norm()->mutable_residual()->mutable_skip();
-    },
-    [](const v1::NormalizeRequest& r) { return &r.layer_norm().residual().skip(); },
-    {"layer_norm", "residual", "skip"}};
-const Where kRmsSkip{[](v1::NormalizeRequest* r) {
-                       return r->mutable_rms_norm()->mutable_residual()->mutable_skip();
-                     },
-                     [](const v1::NormalizeRequest& r) { return &r.rms_norm().residual().skip(); },
-                     {"rms_norm", "residual", "skip"}};
-const Where kQ{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_q(); },
-               [](const v1::NormalizeRequest& r) { return &r.qk_norm().q(); },
-               {"qk_norm", "q"}};
-const Where kK{[](v1::NormalizeRequest* r) { return r->mutable_qk_norm()->mutable_k(); },
-               [](const v1::NormalizeRequest& r) { return &r.qk_norm().k(); },
-               {"qk_norm", "k"}};
+    [](R* r) { return r->mutable_layer_norm()->mutable_residual()->mutable_skip(); },
+    [](const R& r) { return &r.layer_norm().residual().skip(); },
+    {R::kLayerNormFieldNumber, v1::LayerNormParams::kResidualFieldNumber,
+     v1::Residual::kSkipFieldNumber, kData}};
+const Where kRmsSkip{[](R* r) { return r->mutable_rms_norm()->mutable_residual()->mutable_skip(); },
+                     [](const R& r) { return &r.rms_norm().residual().skip(); },
+                     {R::kRmsNormFieldNumber, v1::RmsNormParams::kResidualFieldNumber,
+                      v1::Residual::kSkipFieldNumber, kData}};
+const Where kQ{[](R* r) { return r->mutable_qk_norm()->mutable_q(); },
+               [](const R& r) { return &r.qk_norm().q(); },
+               {R::kQkNormFieldNumber, v1::QkNormParams::kQFieldNumber, kData}};
+const Where kK{[](R* r) { return r->mutable_qk_norm()->mutable_k(); },
+               [](const R& r) { return &r.qk_norm().k(); },
+               {R::kQkNormFieldNumber, v1::QkNormParams::kKFieldNumber, kData}};
 
 // Adds to `mask` the path of every field set in `m` (`prefix` its own path), except the
 // bytes of the tensors in `rows`: of those, only the dtype.
@@ -126,8 +128,7 @@ std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t
   ChunkPlan plan;
   int64_t total = 0, fewest_rows = INT64_MAX;
   for (auto& [where, k] : tensors) {
-    ChunkedTensor t{where.mutable_in, where.in,
-                    FieldPath(std::vector<std::string>(where.names.begin(), where.names.end()))};
+    ChunkedTensor t{where.mutable_in, where.in, {where.path.begin(), where.path.end()}};
     if (!Describe(*where.in(request), k, &t)) return std::nullopt;
     if (request.op_case() == v1::NormalizeRequest::kQkNorm) {
       t.rows *= t.row_dims[0];

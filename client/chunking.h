@@ -30,7 +30,7 @@ namespace normd {
 struct ChunkedTensor {
   v1::Tensor* (*mutable_in)(v1::NormalizeRequest*);  // where it lives in a request
   const v1::Tensor* (*in)(const v1::NormalizeRequest&);
-  std::vector<int> path;          // its field numbers from the request down (chunk_wire.h)
+  std::vector<int> path;          // field numbers from the request to its bytes (chunk_wire.h)
   std::vector<int64_t> shape;     // the whole tensor's
   std::vector<int64_t> row_dims;  // the dims of one row (the trailing, normalized ones)
   int64_t rows = 0;

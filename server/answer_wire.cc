@@ -6,6 +6,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits of protobuf messages
 #include "grpcpp/support/slice.h"
 #include "normd/common/proto_framing.h"
+#include "server/field_error.h"
 
 namespace normd::server {
 namespace {
@@ -14,8 +15,11 @@ void FreeString(void* s) { delete static_cast<std::string*>(s); }
 
 }  // namespace
 
-bool ParseRequest(grpc::ByteBuffer* buffer, v1::NormalizeRequest* request) {
-  return grpc::SerializationTraits<v1::NormalizeRequest>::Deserialize(buffer, request).ok();
+absl::Status ParseRequest(grpc::ByteBuffer* buffer, v1::NormalizeRequest* request) {
+  if (grpc::SerializationTraits<v1::NormalizeRequest>::Deserialize(buffer, request).ok()) {
+    return absl::OkStatus();
+  }
+  return InvalidField("request", "not a NormalizeRequest message");
 }
 
 grpc::ByteBuffer SerializeAnswer(v1::NormalizeResponse* response, size_t zero_copy_bytes) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 
+#include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "normd/v1/normd.pb.h"
 
@@ -20,8 +21,9 @@ namespace normd::server {
 // which costs less than a slice and keeps the response's buffer for the next message.
 inline constexpr size_t kZeroCopyAnswerBytes = size_t{64} << 10;
 
-// Parses `buffer` (consumed) into `request`; false when it is not a NormalizeRequest.
-bool ParseRequest(grpc::ByteBuffer* buffer, v1::NormalizeRequest* request);
+// Parses `buffer` (consumed) into `request`; INVALID_ARGUMENT naming the field `request`
+// when it is not a NormalizeRequest.
+absl::Status ParseRequest(grpc::ByteBuffer* buffer, v1::NormalizeRequest* request);
 
 // `response` as a message; the data of its output, k_output and residual_sum tensors of at
 // least `zero_copy_bytes` is moved out of `response` into the buffer's slices.

@@ -130,16 +130,14 @@ class StreamCall final {
     uint64_t work_id = 0;     // while in the scheduler
     bool submitting = false;  // Submit has not returned: not to be written yet
     bool ready = false;       // response complete
-    bool parsed = false;      // the message was a NormalizeRequest
+    absl::Status parsed;      // of the message into `request`
   };
 
   // Answers `slot` at once (echo, bad request) or hands it to the scheduler.
   void Submit(Slot* slot) {
-    if (!slot->parsed) {
-      const absl::Status bad =
-          absl::InvalidArgumentError("request: not a NormalizeRequest message");
-      SetError(bad, slot);
-      Record(slot, bad, nullptr);
+    if (!slot->parsed.ok()) {
+      SetError(slot->parsed, slot);
+      Record(slot, slot->parsed, nullptr);
       Advance([&] { slot->ready = true; });
       return;
     }

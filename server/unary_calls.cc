@@ -112,8 +112,8 @@ class NormalizeCall final : public UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>
   void Handle() override {
     start_ = absl::Now();
     const CallEnv& env = *at_.env;
-    if (!ParseRequest(&request_, &message_)) {
-      Answer(absl::InvalidArgumentError("request: not a NormalizeRequest message"), nullptr);
+    if (absl::Status s = ParseRequest(&request_, &message_); !s.ok()) {
+      Answer(s, nullptr);
       return;
     }
     absl::StatusOr<std::unique_ptr<Work>> work =
