@@ -188,6 +188,8 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       if (!c.error().ok()) return c.error();
       ref::RowNormResult r = ref::RowNorm(a);
       out.tensors.emplace_back(F::kOutput, std::move(r.y));
+      out.magnitudes[F::kOutput] = std::move(r.magnitude);
+      if (!r.y_alt.empty()) out.alternatives[F::kOutput] = std::move(r.y_alt);
       if (p.residual().return_sum()) out.tensors.emplace_back(F::kResidualSum, std::move(r.h));
       break;
     }
@@ -204,6 +206,8 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       if (!c.error().ok()) return c.error();
       ref::RowNormResult r = ref::RowNorm(a);
       out.tensors.emplace_back(F::kOutput, std::move(r.y));
+      out.magnitudes[F::kOutput] = std::move(r.magnitude);
+      if (!r.y_alt.empty()) out.alternatives[F::kOutput] = std::move(r.y_alt);
       if (p.residual().return_sum()) out.tensors.emplace_back(F::kResidualSum, std::move(r.h));
       break;
     }
@@ -212,7 +216,9 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.kind = kernels::RowNormKind::kL2;
       a.eps = Or(request.l2_norm().has_eps(), request.l2_norm().eps(), 1e-12);
       if (!c.error().ok()) return c.error();
-      out.tensors.emplace_back(F::kOutput, ref::RowNorm(a).y);
+      ref::RowNormResult r = ref::RowNorm(a);
+      out.tensors.emplace_back(F::kOutput, std::move(r.y));
+      out.magnitudes[F::kOutput] = std::move(r.magnitude);
       break;
     }
     case v1::NormalizeRequest::kQkNorm: {
@@ -234,7 +240,9 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
         a.eps = Or(p.has_eps(), p.eps(), eps);
         a.weight = c.View(has_w, *w, "qk_norm weight", LastDim(*t));
         if (!c.error().ok()) return c.error();
-        out.tensors.emplace_back(field, ref::RowNorm(a).y);
+        ref::RowNormResult r = ref::RowNorm(a);
+        out.tensors.emplace_back(field, std::move(r.y));
+        out.magnitudes[field] = std::move(r.magnitude);
       }
       break;
     }
@@ -255,6 +263,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       if (!c.error().ok()) return c.error();
       ref::BatchNormResult r = ref::BatchNorm(a);
       out.tensors.emplace_back(F::kOutput, std::move(r.y));
+      out.magnitudes[F::kOutput] = std::move(r.magnitude);
       if (a.training) {
         out.tensors.emplace_back(F::kBatchMean, std::move(r.mean));
         out.tensors.emplace_back(F::kBatchVar, std::move(r.var));
@@ -275,7 +284,9 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.bias = c.View(p.has_bias(), p.bias(), "group_norm.bias", a.c);
       a.eps = Or(p.has_eps(), p.eps(), 1e-5);
       if (!c.error().ok()) return c.error();
-      out.tensors.emplace_back(F::kOutput, ref::GroupNorm(a));
+      ref::GroupNormResult r = ref::GroupNorm(a);
+      out.tensors.emplace_back(F::kOutput, std::move(r.y));
+      out.magnitudes[F::kOutput] = std::move(r.magnitude);
       break;
     }
     case v1::NormalizeRequest::kInstanceNorm: {
@@ -290,7 +301,9 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
         a.running_var = c.View(true, p.running_var(), "instance_norm.running_var", a.c);
         a.eps = eps;
         if (!c.error().ok()) return c.error();
-        out.tensors.emplace_back(F::kOutput, ref::BatchNorm(a).y);
+        ref::BatchNormResult r = ref::BatchNorm(a);
+        out.tensors.emplace_back(F::kOutput, std::move(r.y));
+        out.magnitudes[F::kOutput] = std::move(r.magnitude);
       } else {  // per-instance statistics: GroupNorm with one channel a group
         kernels::GroupNormArgs a;
         SetChannels(c, x, p.layout(), &a);
@@ -299,7 +312,9 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
         a.bias = c.View(p.has_bias(), p.bias(), "instance_norm.bias", a.c);
         a.eps = eps;
         if (!c.error().ok()) return c.error();
-        out.tensors.emplace_back(F::kOutput, ref::GroupNorm(a));
+        ref::GroupNormResult r = ref::GroupNorm(a);
+        out.tensors.emplace_back(F::kOutput, std::move(r.y));
+        out.magnitudes[F::kOutput] = std::move(r.magnitude);
       }
       break;
     }
@@ -328,7 +343,9 @@ int64_t Mismatches(const Reference& reference, const v1::NormalizeResponse& resp
     const kernels::ConstTensor view{dtype, got.data().data(), n};
     for (int64_t i = 0; i < n; ++i) {
       const float y = view.at(i);
-      if (!kernels::WithinAccuracy(dtype, y, values[i])) {
+      const size_t k = static_cast<size_t>(i);
+      if (!kernels::WithinAccuracy(dtype, y, values[i], reference.Magnitude(field, k),
+                                   reference.Alternative(field, k))) {
         ++bad;
         note(absl::StrCat(FieldName(field), "[", i, "]: got ", y, ", reference ", values[i]));
       }

@@ -38,10 +38,10 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, double* mean, double* m2)
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    const double m = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr, nullptr) / len;
-    const float hi = static_cast<float>(m);
-    acc.Merge(static_cast<double>(len), m,
-              CenteredSumOfSquares(buf.get(), len, hi, static_cast<float>(m - hi)));
+    const double sum = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr, nullptr);
+    double m, m2;
+    RowMoments(buf.get(), len, sum, /*f64=*/true, &m, &m2);
+    acc.Merge(static_cast<double>(len), m, m2);
   }
   *mean = acc.mean();
   *m2 = acc.m2;

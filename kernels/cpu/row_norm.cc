@@ -11,12 +11,23 @@
 namespace normd::kernels {
 namespace {
 
-// The parameter as fp32 (plus `offset`), zero-padded to whole vectors.
-hwy::AlignedFreeUniquePtr<float[]> PaddedF32(const ConstTensor& t, int64_t n, float offset) {
+// The parameter as fp32 (plus `offset`): the caller's own array when it already is one,
+// else widened into `scratch` (a small call would otherwise spend as long widening its
+// weights as normalizing).
+struct Scratch {
+  hwy::AlignedFreeUniquePtr<float[]> data;
+  size_t capacity = 0;
+};
+const float* F32Param(const ConstTensor& t, int64_t n, float offset, Scratch* scratch) {
   if (!t.present()) return nullptr;
-  auto out = hwy::AllocateAligned<float>(static_cast<size_t>(n + cpu::kRowPad));
-  std::fill(out.get() + n, out.get() + n + cpu::kRowPad, 0.0f);
-  cpu::WidenToF32(t.dtype, t.data, n, out.get());
+  if (t.dtype == DType::kF32 && offset == 0.0f) return static_cast<const float*>(t.data);
+  const size_t size = static_cast<size_t>(n + cpu::kRowPad);
+  if (scratch->capacity < size) {
+    scratch->data = hwy::AllocateAligned<float>(size);
+    scratch->capacity = size;
+  }
+  float* out = scratch->data.get();
+  cpu::WidenToF32(t.dtype, t.data, n, out);
   if (offset != 0.0f) {
     for (int64_t i = 0; i < n; ++i) out[i] += offset;
   }
@@ -50,11 +61,14 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   struct Segment {
     const RowNormArgs* args;
     cpu::RowParams params;
-    hwy::AlignedFreeUniquePtr<float[]> weight, bias;
     int64_t first_row;
   };
   std::vector<Segment> segs;
   segs.reserve(segments.size());
+  // Widened parameters, kept by this thread for its next call: two arrays per segment.
+  // The calling thread waits in ParallelFor, so nothing else uses them meanwhile.
+  thread_local std::vector<Scratch> scratch;
+  if (scratch.size() < 2 * segments.size()) scratch.resize(2 * segments.size());
   int64_t rows = 0, elements = 0, out_bytes = 0;
   DType in = DType::kF32, out = DType::kF32;
   for (const RowNormArgs& a : segments) {
@@ -63,10 +77,9 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
     const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
     Segment& s = segs.emplace_back();
     s.args = &a;
-    s.weight = PaddedF32(a.weight, a.cols, offset);
-    s.bias = PaddedF32(a.bias, a.cols, 0.0f);
-    s.params.weight = s.weight.get();
-    s.params.bias = s.bias.get();
+    const size_t k = 2 * (segs.size() - 1);
+    s.params.weight = F32Param(a.weight, a.cols, offset, &scratch[k]);
+    s.params.bias = F32Param(a.bias, a.cols, 0.0f, &scratch[k + 1]);
     s.first_row = rows;
     rows += a.rows;
     elements += a.rows * a.cols;

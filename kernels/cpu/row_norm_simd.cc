@@ -1,13 +1,12 @@
 // Highway implementation of RowNormRows. Per row: one pass loads and widens the input into
 // an fp32 row buffer that stays in L1/L2, fusing h = alpha * skip + x (and storing h) and
-// accumulating the sum or sum of squares in double; LayerNorm adds a centred pass over the
-// buffer; one pass computes the epilogue, converts and stores y (non-temporal when large).
-// The input is read from memory once.
+// summing the row or its squares; LayerNorm adds a centred pass over the buffer that
+// corrects the mean and sums the squared deviations; one pass computes the epilogue,
+// converts and stores y (non-temporal when large). The input is read from memory once.
 //
-// Precision (see stats.h): values widened to fp32, every sum (mean, squares, squared
-// deviations) accumulated in double; the epilogue runs in fp32 when it only multiplies, and in
-// double when a bias or a residual is added after scaling (an output they nearly cancel must still
-// be within one F16/BF16 ulp).
+// Precision (see stats.h): values widened to fp32, sums in fp32 blocks gathered in double
+// (row_pass-inl.h), so the statistics are within ~2^-22 whatever the row's offset; the
+// epilogue in fp32, which docs/semantics.md allows where a bias or residual cancels.
 // foreach_target.h re-includes this file once per SIMD target and must come first; the
 // -inl.h follows highway.h.
 // clang-format off
@@ -19,6 +18,7 @@
 #include "hwy/cache_control.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/thread_pool.h"
 // clang-format on
 
 #include <algorithm>
@@ -31,81 +31,60 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 struct Epilogue {
-  bool center = false;  // LayerNorm: subtract the mean first
-  double mean = 0, scale = 1;
-  bool cast_first = false;
-  DType cast_dtype = DType::kF32;
-  const float* weight = nullptr;
-  const float* bias = nullptr;
-  const float* skip = nullptr;  // NORM_THEN_ADD: alpha * skip is added last
-  double alpha = 1;
+  float hi = 0, lo = 0;  // LayerNorm: the mean as hi + lo, subtracted first; else zero
+  float scale = 1;
+  DType cast_dtype = DType::kF32;  // cast_before_weight: x * scale rounded to it
+  const float* weight = nullptr;   // fp32, not padded
+  const float* bias = nullptr;     // fp32, not padded
+  const float* skip = nullptr;     // NORM_THEN_ADD: alpha * skip is added last (padded)
+  float alpha = 1;
+  // The next row's input, fetched into the cache while this one is computed and stored
+  // (nullptr: none), `prefetch_size` bytes an element.
+  const char* prefetch = nullptr;
+  int64_t prefetch_size = 0;
 };
 
-// The epilogue of the N elements at buf + i, in fp32: only products after the centring.
-HWY_INLINE V EpilogueF32(D d, const float* buf, int64_t i, const Epilogue& e, V vhi, V vlo, V vs) {
-  V v = hn::LoadU(d, buf + i);
-  if (e.center) v = hn::Sub(hn::Sub(v, vhi), vlo);
-  v = hn::Mul(v, vs);
-  if (e.cast_first) v = RoundTo(d, e.cast_dtype, v);
-  if (e.weight != nullptr) v = hn::Mul(v, hn::LoadU(d, e.weight + i));
-  return v;
-}
-
-// The same in double, rounded once to fp32: a bias or residual added after the scaling
-// may nearly cancel it.
-HWY_INLINE V EpilogueF64(D d, const float* buf, int64_t i, const Epilogue& e, VD vmean, VD vs,
-                         VD valpha) {
-  const V v = hn::LoadU(d, buf + i);
-  VD a = hn::Mul(hn::Sub(WideLo(v), vmean), vs);
-  VD b = hn::Mul(hn::Sub(WideHi(v), vmean), vs);
-  if (e.cast_first) {
-    const V r = RoundTo(d, e.cast_dtype, Narrow(b, a));
-    a = WideLo(r);
-    b = WideHi(r);
-  }
-  if (e.weight != nullptr) {
-    const V w = hn::LoadU(d, e.weight + i);
-    a = hn::Mul(a, WideLo(w));
-    b = hn::Mul(b, WideHi(w));
-  }
-  if (e.bias != nullptr) {
-    const V c = hn::LoadU(d, e.bias + i);
-    a = hn::Add(a, WideLo(c));
-    b = hn::Add(b, WideHi(c));
-  }
-  if (e.skip != nullptr) {
-    const V sk = hn::LoadU(d, e.skip + i);
-    a = hn::MulAdd(valpha, WideLo(sk), a);
-    b = hn::MulAdd(valpha, WideHi(sk), b);
-  }
-  return Narrow(b, a);
-}
-
-// out[0, n) <- epilogue(buf) converted to t. With `stream`, the vector-aligned middle is
-// written with non-temporal stores after a head of ordinary ones.
-template <bool kWide, DType kOut>
+// The epilogue in fp32, each term present known at compile time:
+// ((x - hi) - lo) * scale [rounded] [* w] [+ b] [+ alpha * skip]. docs/semantics.md allows
+// its rounding (within 2^-20 of the terms' magnitudes) where a bias or residual cancels.
+// `stream`: the vector-aligned middle of `out` is written with non-temporal stores.
+template <DType kOut, bool kCast, bool kW, bool kB, bool kS>
 void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bool stream) {
   constexpr DType t = kOut;
   const D d;
-  const DD dd;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const float hi = static_cast<float>(e.mean);
-  const V vhi = hn::Set(d, hi), vlo = hn::Set(d, static_cast<float>(e.mean - hi));
-  const V vs = hn::Set(d, static_cast<float>(e.scale));
-  const VD vmean = hn::Set(dd, e.center ? e.mean : 0.0), vsd = hn::Set(dd, e.scale);
-  const VD valpha = hn::Set(dd, e.alpha);
-  // A copy in locals: stores through `out` could alias `e` as far as the compiler knows.
-  const Epilogue local = e;
-  // HWY_INLINE (always_inline): a call per vector would return it through memory.
-  const auto compute = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    if constexpr (kWide) {
-      return EpilogueF64(d, buf, i, local, vmean, vsd, valpha);
-    } else {
-      return EpilogueF32(d, buf, i, local, vhi, vlo, vs);
-    }
+  const V vhi = hn::Set(d, e.hi), vlo = hn::Set(d, e.lo), vs = hn::Set(d, e.scale);
+  const V valpha = hn::Set(d, e.alpha);
+  // Locals: stores through `out` could alias `e` as far as the compiler knows.
+  const DType cast = e.cast_dtype;
+  const float *weight = e.weight, *bias = e.bias, *skip = e.skip;
+  // always_inline: a call per vector would return it through memory.
+  const auto compute = [&](int64_t i, const float* w, const float* b) HWY_ATTR
+      __attribute__((always_inline)) {
+    V v = hn::Mul(hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo), vs);
+    if constexpr (kCast) v = RoundTo(d, cast, v);
+    if constexpr (kW) v = hn::Mul(v, hn::LoadU(d, w));
+    if constexpr (kB) v = hn::Add(v, hn::LoadU(d, b));
+    if constexpr (kS) v = hn::MulAdd(valpha, hn::Load(d, skip + i), v);
+    return v;
   };
-  alignas(64) unsigned char part[64 * 4];
+  const char* prefetch = e.prefetch;
+  const int64_t psize = e.prefetch_size;
+  const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
+    return compute(i, weight + i, bias + i);
+  };
   const size_t esize = ElementSize(t);
+  // The last partial vector: parameters from zero-padded copies (the caller's arrays end
+  // at n), the result through a stack buffer.
+  const auto tail = [&](int64_t i, int64_t count) HWY_ATTR {
+    alignas(64) float tw[64] = {}, tb[64] = {};
+    alignas(64) unsigned char part[64 * 4];
+    if constexpr (kW) std::memcpy(tw, weight + i, static_cast<size_t>(count) * sizeof(float));
+    if constexpr (kB) std::memcpy(tb, bias + i, static_cast<size_t>(count) * sizeof(float));
+    StoreAs<t>(d, compute(i, tw, tb), part);
+    std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
+  };
   int64_t i = 0;
   if (stream) {
     const size_t align = static_cast<size_t>(N) * esize;
@@ -113,37 +92,84 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
     if (mis % esize == 0) {
       const int64_t head =
           std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
-      if (head > 0) {
-        StoreAs<t>(d, compute(0), part);
-        std::memcpy(out, part, static_cast<size_t>(head) * esize);
-      }
-      for (i = head; i + N <= n; i += N) StreamAs<t>(d, compute(i), Offset(out, t, i));
+      if (head > 0) tail(0, head);
+      for (i = head; i + N <= n; i += N) StreamAs<t>(d, at(i), Offset(out, t, i));
     }
   }
-  for (; i + N <= n; i += N) StoreAs<t>(d, compute(i), Offset(out, t, i));
-  if (i < n) {
-    StoreAs<t>(d, compute(i), part);
-    std::memcpy(Offset(out, t, i), part, static_cast<size_t>(n - i) * esize);
-  }
+  for (; i + N <= n; i += N) StoreAs<t>(d, at(i), Offset(out, t, i));
+  if (i < n) tail(i, n - i);
+  (void)weight;
+  (void)bias;
+  (void)skip;
+  (void)cast;
 }
 
 using EpilogueStoreFn = void (*)(const float* buf, int64_t n, const Epilogue& e, void* out,
                                  bool stream);
 
-template <bool kWide>
-EpilogueStoreFn PickEpilogueStore(DType out) {
+template <DType kOut, bool kCast, bool kW, bool kB>
+EpilogueStoreFn PickEpilogueStore(bool s) {
+  return s ? &EpilogueStore<kOut, kCast, kW, kB, true> : &EpilogueStore<kOut, kCast, kW, kB, false>;
+}
+
+template <DType kOut>
+EpilogueStoreFn PickEpilogueStore(bool cast, bool w, bool b, bool s) {
+  if (cast) {
+    // cast_before_weight is an RMSNorm option: no bias.
+    return w ? PickEpilogueStore<kOut, true, true, false>(s)
+             : PickEpilogueStore<kOut, true, false, false>(s);
+  }
+  if (w) {
+    return b ? PickEpilogueStore<kOut, false, true, true>(s)
+             : PickEpilogueStore<kOut, false, true, false>(s);
+  }
+  return b ? PickEpilogueStore<kOut, false, false, true>(s)
+           : PickEpilogueStore<kOut, false, false, false>(s);
+}
+
+EpilogueStoreFn PickEpilogueStore(DType out, bool cast, bool w, bool b, bool s) {
   switch (out) {
     case DType::kF32:
-      return &EpilogueStore<kWide, DType::kF32>;
+      return PickEpilogueStore<DType::kF32>(cast, w, b, s);
     case DType::kF16:
-      return &EpilogueStore<kWide, DType::kF16>;
+      return PickEpilogueStore<DType::kF16>(cast, w, b, s);
     case DType::kBF16:
-      return &EpilogueStore<kWide, DType::kBF16>;
+      return PickEpilogueStore<DType::kBF16>(cast, w, b, s);
   }
   return nullptr;
 }
 
 // ---- the kernel -----------------------------------------------------------------------
+
+// The sum of squares LoadRow returned, redone in double when fp32 could not hold it.
+double CheckedSumOfSquares(double sum, const float* row, int64_t m) {
+  return SquaresLeftF32Range(sum, m) ? SumOfSquaresF64(row, m) : sum;
+}
+
+// A row's statistics from its fp32 copy and LoadRow's result: the mean (LayerNorm; else 0)
+// and the inverse scale 1/sigma, 1/rms or 1/norm.
+void RowStats(const RowNormArgs& a, const float* row, double sum, int64_t stat_cols, double* mean,
+              double* scale) {
+  const auto inverse = [&](double s) {
+    return a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(s + a.eps)
+                                                        : 1.0 / (std::sqrt(s) + a.eps);
+  };
+  *mean = 0;
+  switch (a.kind) {
+    case RowNormKind::kLayer: {
+      double m2;
+      RowMoments(row, a.cols, sum, /*f64=*/false, mean, &m2);
+      *scale = inverse(m2 / static_cast<double>(a.cols));
+      break;
+    }
+    case RowNormKind::kRms:
+      *scale = inverse(CheckedSumOfSquares(sum, row, stat_cols) / static_cast<double>(stat_cols));
+      break;
+    case RowNormKind::kL2:
+      *scale = 1.0 / std::max(std::sqrt(CheckedSumOfSquares(sum, row, a.cols)), a.eps);
+      break;
+  }
+}
 
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
@@ -160,49 +186,37 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   const int64_t stat_cols =
       a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, cols) : cols;
   Epilogue e;
-  e.center = a.kind == RowNormKind::kLayer;
-  e.cast_first = a.kind == RowNormKind::kRms && a.cast_before_weight;
+  // cast_before_weight rounds to the input's dtype, a no-op for F32.
+  const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight && a.x.dtype != DType::kF32;
   e.cast_dtype = a.x.dtype;
   e.weight = p.weight;
   e.bias = p.bias;
   e.skip = norm_then_add ? skip_row.get() : nullptr;
   e.alpha = static_cast<float>(a.alpha);
-  const bool wide = p.bias != nullptr || norm_then_add;
   const DType t = a.x.dtype;
 
   const Stat stat = a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares;
   const LoadRowFn load = PickLoadRow(t, stat, add_then_norm, a.h.present());
   const LoadRowFn load_skip = PickLoadRow(t, Stat::kNone, false, false);
   const EpilogueStoreFn epilogue =
-      wide ? PickEpilogueStore<true>(a.y.dtype) : PickEpilogueStore<false>(a.y.dtype);
+      PickEpilogueStore(a.y.dtype, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int64_t base = r * cols;
-    const void* next = p.stream && r + 1 < row_end ? Offset(a.x.data, t, base + cols) : nullptr;
+    // Large inputs: the next row is fetched while this one's epilogue runs, so that memory
+    // is busy while the core computes (LoadRow then reads it from the cache).
+    e.prefetch = p.stream && r + 1 < row_end
+                     ? static_cast<const char*>(Offset(a.x.data, t, base + cols))
+                     : nullptr;
+    e.prefetch_size = ElementSize(t);
     const double sum =
         load(Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
              static_cast<float>(a.alpha), cols, row.get(), stat_cols,
-             a.h.present() ? Offset(a.h.data, t, base) : nullptr, next);
-    switch (a.kind) {
-      case RowNormKind::kLayer: {
-        e.mean = sum / static_cast<double>(cols);
-        const float hi = static_cast<float>(e.mean);
-        const double m2 =
-            CenteredSumOfSquares(row.get(), cols, hi, static_cast<float>(e.mean - hi));
-        const double var = m2 / static_cast<double>(cols);
-        e.scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(var + a.eps)
-                                                               : 1.0 / (std::sqrt(var) + a.eps);
-        break;
-      }
-      case RowNormKind::kRms: {
-        const double ms = sum / static_cast<double>(stat_cols);
-        e.scale = a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(ms + a.eps)
-                                                               : 1.0 / (std::sqrt(ms) + a.eps);
-        break;
-      }
-      case RowNormKind::kL2:
-        e.scale = 1.0 / std::max(std::sqrt(sum), a.eps);
-        break;
-    }
+             a.h.present() ? Offset(a.h.data, t, base) : nullptr, nullptr);
+    double mean, scale;
+    RowStats(a, row.get(), sum, stat_cols, &mean, &scale);
+    e.hi = static_cast<float>(mean);
+    e.lo = static_cast<float>(mean - e.hi);
+    e.scale = static_cast<float>(scale);
     if (norm_then_add) {
       load_skip(Offset(a.skip.data, t, base), nullptr, 0, cols, skip_row.get(), 0, nullptr,
                 nullptr);
@@ -211,6 +225,21 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     epilogue(row.get(), cols, e, y, p.stream);
   }
   if (p.stream) hwy::FlushStream();
+}
+
+void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* scale) {
+  const int64_t cols = a.cols;
+  auto row = hwy::AllocateAligned<float>(static_cast<size_t>(cols + kRowPad));
+  const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
+  const int64_t stat_cols =
+      a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, cols) : cols;
+  const DType t = a.x.dtype;
+  const LoadRowFn load = PickLoadRow(
+      t, a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares, add_then_norm, false);
+  const double sum = load(
+      Offset(a.x.data, t, r * cols), add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr,
+      static_cast<float>(a.alpha), cols, row.get(), stat_cols, nullptr, nullptr);
+  RowStats(a, row.get(), sum, stat_cols, mean, scale);
 }
 
 void WidenToF32Impl(DType t, const void* src, int64_t n, float* dst) {
@@ -226,6 +255,12 @@ namespace normd::kernels::cpu {
 
 HWY_EXPORT(RowNormRowsImpl);
 HWY_EXPORT(WidenToF32Impl);
+HWY_EXPORT(RowStatisticsImpl);
+
+void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale) {
+  ScopedFlushDenormals flush;
+  HWY_DYNAMIC_DISPATCH(RowStatisticsImpl)(a, row, mean, scale);
+}
 
 void WidenToF32(DType t, const void* src, int64_t n, float* dst) {
   HWY_DYNAMIC_DISPATCH(WidenToF32Impl)(t, src, n, dst);

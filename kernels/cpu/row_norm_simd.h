@@ -10,8 +10,8 @@
 
 namespace normd::kernels::cpu {
 
-// Per-call constants prepared once: (offset + weight) and bias in fp32, each padded with
-// zeros to a whole number of vectors (nullptr when absent).
+// Per-call constants prepared once: (offset + weight) and bias in fp32 (nullptr when
+// absent), `cols` floats each: the kernel reads nothing past them.
 struct RowParams {
   const float* weight = nullptr;
   const float* bias = nullptr;
@@ -21,11 +21,16 @@ struct RowParams {
 // Computes rows [row_begin, row_end) of `a`.
 void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end);
 
+// The statistics RowNormRows computes for row `row` of `a` (its residual added), as the
+// kernel computes them: the mean (LayerNorm; 0 otherwise) and the inverse scale (1/sigma,
+// 1/rms, 1/norm). For tests of docs/semantics.md's rule on the statistics themselves.
+void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale);
+
 // dst[0, n) <- src widened to fp32 (exactly), zero-padded to a whole vector.
 // REQUIRES: dst has room for n + kRowPad floats.
 void WidenToF32(DType t, const void* src, int64_t n, float* dst);
 
-// Floats of padding every RowParams array and row buffer needs past `cols`.
+// Floats of padding every row buffer needs past `cols`.
 inline constexpr int64_t kRowPad = 64;
 
 }  // namespace normd::kernels::cpu

@@ -1,6 +1,6 @@
 // SIMD passes over one row shared by the CPU kernels (Highway per-target code): the fused
 // load-and-reduce pass (widening into an fp32 buffer, with the residual add) and the
-// centred sum of squares. Built on convert-inl.h.
+// centred pass that turns a first mean into the row's moments. Built on convert-inl.h.
 // Include after hwy/highway.h inside a translation unit that uses foreach_target.
 // Stateless; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
@@ -10,6 +10,10 @@
 #else
 #define NORMD_KERNELS_CPU_ROW_PASS_INL_H_
 #endif
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "kernels/cpu/convert-inl.h"
 
@@ -25,6 +29,12 @@ enum class Stat { kNone, kSum, kSumOfSquares };
 // Widens n elements of x (plus alpha * skip when skip is given) into buf, writing whole
 // vectors (the padded tail lanes are zero), and h when given. Returns, in double, the sum
 // of the row (kSum) or the sum of squares of its first m elements (kSumOfSquares).
+//
+// The sums run in fp32 over blocks of four vectors (two roundings per lane, pairwise) and
+// each block's lanes are added into double accumulators: the error stays within ~2^-23 of
+// the sum of the terms' magnitudes whatever the row's length, at a fifth of the cost of
+// widening every element to double. A sum of squares that overflows or underflows fp32
+// (|x| beyond ~1e19 or below ~1e-19) is redone in double by the caller (SumOfSquaresF64).
 template <DType kT, Stat kStat, bool kSkip, bool kH>
 double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
                void* h, const void* prefetch) {
@@ -35,27 +45,38 @@ double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* b
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   VD s0 = hn::Zero(dd), s1 = hn::Zero(dd);
   const V va = hn::Set(d, alpha);
-  auto step = [&](V v, int64_t i) HWY_ATTR {
-    hn::Store(v, d, buf + i);
-    if constexpr (stat == Stat::kSum) {
-      s0 = hn::Add(s0, WideLo(v));
-      s1 = hn::Add(s1, WideHi(v));
-    } else if (stat == Stat::kSumOfSquares) {
-      if (i >= m) return;
-      if (i + N > m) v = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(m - i)), v);
-      const VD lo = WideLo(v), hi = WideHi(v);
-      s0 = hn::MulAdd(lo, lo, s0);
-      s1 = hn::MulAdd(hi, hi, s1);
-    }
-  };
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
+  const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if (prefetch != nullptr) hwy::Prefetch(static_cast<const char*>(Offset(prefetch, t, i)));
     V v = LoadAs<t>(d, Offset(x, t, i));
     if constexpr (kSkip) v = hn::MulAdd(va, LoadAs<t>(d, Offset(skip, t, i)), v);
     if constexpr (kH) StoreAs<ht>(d, v, Offset(h, ht, i));
-    step(v, i);
+    hn::Store(v, d, buf + i);
+    return v;
+  };
+  const auto term = [](V v) HWY_ATTR __attribute__((always_inline)) {
+    if constexpr (stat == Stat::kSumOfSquares) {
+      return hn::Mul(v, v);
+    } else {
+      return v;
+    }
+  };
+  const auto flush = [&](V a) HWY_ATTR __attribute__((always_inline)) {
+    s0 = hn::Add(s0, WideLo(a));
+    s1 = hn::Add(s1, WideHi(a));
+  };
+  // Elements [0, end) enter the statistic.
+  const int64_t end = stat == Stat::kNone ? 0 : (stat == Stat::kSumOfSquares ? m : n);
+  int64_t i = 0;
+  for (; i + 4 * N <= end; i += 4 * N) {
+    const V v0 = load(i), v1 = load(i + N), v2 = load(i + 2 * N), v3 = load(i + 3 * N);
+    flush(hn::Add(hn::Add(term(v0), term(v1)), hn::Add(term(v2), term(v3))));
   }
+  const auto single = [&](V v, int64_t at) HWY_ATTR __attribute__((always_inline)) {
+    if (stat == Stat::kNone || at >= end) return;
+    if (at + N > end) v = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(end - at)), v);
+    flush(term(v));
+  };
+  for (; i + N <= n; i += N) single(load(i), i);
   if (i < n) {
     // The tail goes through zeroed stack copies: a partial vector load could fault.
     alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {};
@@ -70,7 +91,8 @@ double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* b
       StoreAs<ht>(d, v, tx);
       std::memcpy(Offset(h, ht, i), tx, static_cast<size_t>(n - i) * ElementSize(ht));
     }
-    step(v, i);
+    hn::Store(v, d, buf + i);
+    single(v, i);
   }
   (void)skip;
   (void)h;
@@ -112,24 +134,114 @@ inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h) {
   return nullptr;
 }
 
-// Sum of ((v - hi) - lo)^2 over buf[0, n): deviations in fp32 (exact near the mean),
-// squares accumulated in double. fp32 accumulation would make the error depend on the
-// vector width (one lane on HWY_SCALAR: ~1e-6 relative at 8K elements), and an output that
-// a bias nearly cancels carries the variance's relative error.
-inline double CenteredSumOfSquares(const float* buf, int64_t n, float hi, float lo) {
+// Sums over buf[0, n) of c = (v - hi) - lo and of c^2, the deviations from a first
+// estimate of the mean hi + lo: *sum gets the sum of c (the estimate's correction: the
+// mean is hi + lo + sum / n) and the result is the sum of c^2. Deviations are formed in
+// fp32 (exact near the mean), summed in fp32 blocks of four vectors whose lanes go into
+// double accumulators, as in LoadRow; a result that over- or underflowed fp32 is redone
+// in double by the caller (CenteredSumsF64).
+inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, double* sum) {
   const D d;
   const DD dd;
-  const size_t N = hn::Lanes(d);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const V vhi = hn::Set(d, hi), vlo = hn::Set(d, lo);
-  VD a0 = hn::Zero(dd), a1 = hn::Zero(dd);
-  for (int64_t i = 0; i < n; i += N) {
-    V c = hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo);
-    if (i + static_cast<int64_t>(N) > n) c = hn::IfThenElseZero(hn::FirstN(d, n - i), c);
-    const VD l = WideLo(c), h = WideHi(c);
-    a0 = hn::MulAdd(l, l, a0);
-    a1 = hn::MulAdd(h, h, a1);
+  VD q0 = hn::Zero(dd), q1 = hn::Zero(dd), s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  const auto dev = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    return hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo);
+  };
+  const auto flush = [&](V c, V c2) HWY_ATTR __attribute__((always_inline)) {
+    s0 = hn::Add(s0, WideLo(c));
+    s1 = hn::Add(s1, WideHi(c));
+    q0 = hn::Add(q0, WideLo(c2));
+    q1 = hn::Add(q1, WideHi(c2));
+  };
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const V c0 = dev(i), c1 = dev(i + N), c2 = dev(i + 2 * N), c3 = dev(i + 3 * N);
+    flush(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
+          hn::Add(hn::MulAdd(c0, c0, hn::Mul(c1, c1)), hn::MulAdd(c2, c2, hn::Mul(c3, c3))));
   }
+  for (; i < n; i += N) {
+    V c = dev(i);
+    if (i + N > n) c = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)), c);
+    flush(c, hn::Mul(c, c));
+  }
+  *sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
+}
+
+// The same sums as CenteredSums with every term in double, deviations from a double mean:
+// for rows whose squares leave fp32's range, and for the channel ops, whose mean and
+// variance are outputs held to the F32 rule even where the mean is small beside sigma
+// (mean = 0 gives the plain sum of squares).
+inline double CenteredSumsF64(const float* buf, int64_t n, double mean, double* sum) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VD vm = hn::Set(dd, mean);
+  VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  for (int64_t i = 0; i < n; i += N) {
+    V v = hn::Load(d, buf + i);
+    if (i + N > n) v = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)), v);
+    VD l = hn::Sub(WideLo(v), vm), h = hn::Sub(WideHi(v), vm);
+    if (i + N > n) {
+      // Lanes past n are zero, and count nothing.
+      const auto live = hn::FirstN(d, static_cast<size_t>(n - i));
+      const V ones = hn::IfThenElseZero(live, hn::Set(d, 1.0f));
+      l = hn::Mul(l, WideLo(ones));
+      h = hn::Mul(h, WideHi(ones));
+    }
+    s0 = hn::Add(s0, l);
+    a0 = hn::MulAdd(l, l, a0);
+#if HWY_TARGET != HWY_SCALAR  // there WideHi is a zero vector, not an upper half
+    s1 = hn::Add(s1, h);
+    a1 = hn::MulAdd(h, h, a1);
+#else
+    (void)h;
+#endif
+  }
+  *sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
   return hn::GetLane(hn::SumOfLanes(dd, hn::Add(a0, a1)));
+}
+
+inline double SumOfSquaresF64(const float* buf, int64_t n) {
+  double unused;
+  return CenteredSumsF64(buf, n, 0.0, &unused);
+}
+
+// Whether a sum of n squares computed in fp32 may have over- or underflowed (then it is
+// redone in double): not finite, or so small that squares fell below fp32's normal range
+// (denormals are flushed to zero while the kernels run).
+inline bool SquaresLeftF32Range(double sum_of_squares, int64_t n) {
+  return !(sum_of_squares < 1e37) || sum_of_squares < 1e-30 * static_cast<double>(n);
+}
+
+// The row's mean and sum of squared deviations from it (M2), from its fp32 copy in buf and
+// its sum: a first mean from the sum, corrected by the centred pass, so the mean is within
+// ~2^-23 sigma whatever the row's offset and M2 within ~2^-22 relative (`f64`: the centred
+// pass in double, the mean and M2 as exact as double sums make them).
+inline void RowMoments(const float* buf, int64_t n, double sum, bool f64, double* mean,
+                       double* m2) {
+  const double dn = static_cast<double>(n);
+  double m = sum / dn;
+  if (!std::isfinite(m)) {
+    // fp32 block sums overflowed (|x| near fp32's limit): sum in double.
+    m = 0;
+    for (int64_t i = 0; i < n; ++i) m += buf[i];
+    m /= dn;
+    if (!std::isfinite(m)) {
+      // Inf or NaN in the row: the mean is that (an Inf mean, not Inf - Inf), M2 is NaN.
+      *mean = m;
+      *m2 = std::numeric_limits<double>::quiet_NaN();
+      return;
+    }
+  }
+  const float hi = static_cast<float>(m), lo = static_cast<float>(m - hi);
+  double dsum = 0;
+  double q = f64 ? CenteredSumsF64(buf, n, m, &dsum) : CenteredSums(buf, n, hi, lo, &dsum);
+  if (!f64 && SquaresLeftF32Range(q, n)) q = CenteredSumsF64(buf, n, m, &dsum);
+  *mean = m + dsum / dn;
+  *m2 = std::max(0.0, q - dsum * dsum / dn);
 }
 
 }  // namespace HWY_NAMESPACE

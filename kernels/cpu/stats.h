@@ -1,15 +1,16 @@
 // Chan's merge of partial statistics, shared by the CPU kernels.
 //
-// Precision plan of the CPU backend (docs/semantics.md allows "fp32 or wider"):
-// - Every sum (the mean, sums of squares for RMSNorm/L2Norm, squared deviations for the
-//   variance) is accumulated in double. Outputs near zero (x close to the mean, or a bias
-//   or residual cancelling the normalized value) carry the error of the statistics
-//   relative to themselves, and the F16/BF16 one-ulp rule holds there only if they are
-//   essentially exact; an fp32 mean of values ~3000 is off by ~1e-4, and with
-//   cast_before_weight an fp32 sum of squares flips the intermediate rounding for ~2e-4
-//   of the elements.
-// - The deviation x - mean is formed as (x - hi) - lo with mean = hi + lo split into two
-//   floats, exact when x is near the mean (Sterbenz).
+// Precision plan of the CPU backend (docs/semantics.md, Accuracy):
+// - Row ops: sums in fp32 over blocks of four vectors, each block's lanes added into double
+//   accumulators; LayerNorm's centred pass corrects the first mean, so the mean is within
+//   ~2^-23 sigma and the inverse scale within ~2^-22 relative whatever the offset; rows
+//   whose squares leave fp32's range are redone in double (row_pass-inl.h). The epilogue is
+//   fp32, as the rule's third clause allows where a bias or residual cancels.
+// - Channel ops: their mean and variance are outputs held to the F32 rule even where the
+//   mean is small beside sigma, so their centred sums are in double, deviations from a
+//   double mean.
+// - The deviation x - mean of the row ops is formed as (x - hi) - lo with mean = hi + lo
+//   split into two floats, exact when x is near the mean (Sterbenz).
 // Stateless; safe from any thread.
 #ifndef NORMD_KERNELS_CPU_STATS_H_
 #define NORMD_KERNELS_CPU_STATS_H_

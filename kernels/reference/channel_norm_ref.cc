@@ -12,9 +12,15 @@ int64_t Index(Layout layout, int64_t c_dim, int64_t s_dim, int64_t n, int64_t c,
                                           : (n * s_dim + s) * c_dim + c;
 }
 
-double Affine(const ConstTensor& weight, const ConstTensor& bias, int64_t c, double v) {
+// y = v * w + b, and its magnitude |v * w| + |b|.
+double Affine(const ConstTensor& weight, const ConstTensor& bias, int64_t c, double v,
+              double* magnitude) {
   if (weight.present()) v *= weight.at(c);
-  if (bias.present()) v += bias.at(c);
+  *magnitude = std::fabs(v);
+  if (bias.present()) {
+    v += bias.at(c);
+    *magnitude += std::fabs(bias.at(c));
+  }
   return v;
 }
 
@@ -23,6 +29,7 @@ double Affine(const ConstTensor& weight, const ConstTensor& bias, int64_t c, dou
 BatchNormResult BatchNorm(const BatchNormArgs& a) {
   BatchNormResult out;
   out.y.resize(a.n * a.c * a.s);
+  out.magnitude.resize(a.n * a.c * a.s);
   const double count = static_cast<double>(a.n * a.s);
   for (int64_t c = 0; c < a.c; ++c) {
     double mean, var;
@@ -53,14 +60,16 @@ BatchNormResult BatchNorm(const BatchNormArgs& a) {
     for (int64_t n = 0; n < a.n; ++n)
       for (int64_t s = 0; s < a.s; ++s) {
         const int64_t i = Index(a.layout, a.c, a.s, n, c, s);
-        out.y[i] = Affine(a.weight, a.bias, c, (a.x.at(i) - mean) * rstd);
+        out.y[i] = Affine(a.weight, a.bias, c, (a.x.at(i) - mean) * rstd, &out.magnitude[i]);
       }
   }
   return out;
 }
 
-std::vector<double> GroupNorm(const GroupNormArgs& a) {
-  std::vector<double> y(a.n * a.c * a.s);
+GroupNormResult GroupNorm(const GroupNormArgs& a) {
+  GroupNormResult out;
+  out.y.resize(a.n * a.c * a.s);
+  out.magnitude.resize(a.n * a.c * a.s);
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
   for (int64_t n = 0; n < a.n; ++n) {
@@ -79,11 +88,11 @@ std::vector<double> GroupNorm(const GroupNormArgs& a) {
       for (int64_t c = g * cpg; c < (g + 1) * cpg; ++c)
         for (int64_t s = 0; s < a.s; ++s) {
           const int64_t i = Index(a.layout, a.c, a.s, n, c, s);
-          y[i] = Affine(a.weight, a.bias, c, (a.x.at(i) - mean) * rstd);
+          out.y[i] = Affine(a.weight, a.bias, c, (a.x.at(i) - mean) * rstd, &out.magnitude[i]);
         }
     }
   }
-  return y;
+  return out;
 }
 
 }  // namespace normd::kernels::reference

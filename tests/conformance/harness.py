@@ -167,12 +167,18 @@ def _ordered(values, dtype):
     return torch.where(t < 0, -(t & 0x7FFF), t)
 
 
-def assert_close(testcase, got_msg, ref, dtype, what, noise_floor=1e-9):
-    """docs/semantics.md: F32 |y-ref| <= 1e-5(1+|ref|); F16/BF16 within one ulp of ref rounded."""
+def assert_close(testcase, got_msg, ref, dtype, what, noise_floor=1e-9, added=()):
+    """docs/semantics.md: F32 |y-ref| <= 1e-5(1+|ref|); F16/BF16 within one ulp of ref rounded;
+    either way |y-ref| <= 2^-20 M, M = |n*g| + the magnitudes of the terms in `added` (the bias,
+    alpha * skip: what the output sums after normalizing, broadcastable to ref)."""
     name, got = from_wire(got_msg)
     testcase.assertEqual(name, dtype, f"{what}: dtype")
     testcase.assertEqual(list(got.shape), list(ref.shape), f"{what}: shape")
     ref = ref.double().reshape(got.shape)
+    magnitude = torch.zeros_like(ref)
+    if added:
+        terms = [torch.as_tensor(t, dtype=torch.float64).expand_as(ref) for t in added]
+        magnitude = (ref - sum(terms)).abs() + sum(t.abs() for t in terms)
     nan_ref, nan_got = torch.isnan(ref), torch.isnan(got)
     testcase.assertTrue(torch.equal(nan_ref, nan_got), f"{what}: NaN positions differ")
     ok = ~nan_ref
@@ -187,6 +193,7 @@ def assert_close(testcase, got_msg, ref, dtype, what, noise_floor=1e-9):
         # a constant bf16 row of 1e4 it returns +-1e-10 where the exact answer is 0. Below
         # that floor the ulp rule would judge the oracle, not the server.
         bad &= (flat_got - flat_ref).abs() > noise_floor * (1 + flat_ref.abs())
+    bad &= (got[ok] - ref[ok]).abs().reshape(bad.shape) > 2.0 ** -20 * magnitude[ok].reshape(bad.shape)
     if bool(bad.any()):
         i = int(bad.nonzero()[0][0])
         testcase.fail(f"{what}: {int(bad.sum())} of {bad.numel()} elements off; first: got "

@@ -51,7 +51,7 @@ class ConformanceTest(unittest.TestCase):
                     p.bias.CopyFrom(to_wire(b, "F32"))
                 r = self.call(pb.NormalizeRequest(id="ln", layer_norm=p, input=to_wire(x, dtype)))
                 ref = oracle.layer_norm(x, k, w, b, 1e-5, add_to_std)
-                assert_close(self, r.output, ref, dtype, "layer_norm")
+                assert_close(self, r.output, ref, dtype, "layer_norm", added=[b] if affine else [])
                 self.assertEqual(r.backend, pb.BACKEND_CPU)
 
     def test_rms_norm(self):
@@ -91,7 +91,9 @@ class ConformanceTest(unittest.TestCase):
                 params = {"layer_norm" if kind == "layer" else "rms_norm":
                           (pb.LayerNormParams if kind == "layer" else pb.RmsNormParams)(residual=res)}
                 r = self.call(pb.NormalizeRequest(input=to_wire(x, dtype), **params))
-                assert_close(self, r.output, ref, dtype, "y")
+                assert_close(self, r.output, ref, dtype, "y",
+                             added=[] if placement == "ADD_THEN_NORM"
+                             else [float(torch.tensor(alpha, dtype=torch.float32)) * skip])
                 if placement == "ADD_THEN_NORM":
                     assert_close(self, r.residual_sum, h, dtype, "h")
 

@@ -20,7 +20,8 @@
 namespace normd::testing {
 
 inline void ExpectTensorMatches(const v1::Tensor& got, const std::vector<double>& ref,
-                                const std::string& what) {
+                                const std::string& what, const std::vector<double>& magnitude = {},
+                                const std::vector<double>& alt = {}) {
   const kernels::DType dtype = got.dtype() == v1::DATA_TYPE_F16    ? kernels::DType::kF16
                                : got.dtype() == v1::DATA_TYPE_BF16 ? kernels::DType::kBF16
                                                                    : kernels::DType::kF32;
@@ -30,7 +31,7 @@ inline void ExpectTensorMatches(const v1::Tensor& got, const std::vector<double>
   ASSERT_EQ(numel, static_cast<int64_t>(ref.size())) << what;
   Buffer b(dtype, numel);
   std::memcpy(b.bytes.data(), got.data().data(), got.data().size());
-  ExpectAllMatch(b, ref, what);
+  ExpectAllMatch(b, ref, what, magnitude, alt);
 }
 
 inline void ExpectMatchesOracle(const v1::NormalizeRequest& request,
@@ -41,7 +42,11 @@ inline void ExpectMatchesOracle(const v1::NormalizeRequest& request,
   ASSERT_TRUE(reference.ok()) << what << ": " << reference.status();
   for (const auto& [field, values] : reference->tensors) {
     EXPECT_TRUE(HasField(got, field)) << what << " " << FieldName(field);
-    ExpectTensorMatches(FieldOf(got, field), values, what + " " + FieldName(field));
+    const auto m = reference->magnitudes.find(field);
+    const auto alt = reference->alternatives.find(field);
+    ExpectTensorMatches(FieldOf(got, field), values, what + " " + FieldName(field),
+                        m == reference->magnitudes.end() ? std::vector<double>{} : m->second,
+                        alt == reference->alternatives.end() ? std::vector<double>{} : alt->second);
   }
   // Cross-check of the two comparisons: the verifier counts no mismatch either.
   EXPECT_EQ(Mismatches(*reference, got), 0) << what;

@@ -48,6 +48,7 @@ std::vector<Config> AllConfigs() {
       {"rms_partial", K::kRms, true, false, {}, 0, 0.3},
       {"rms_add_to_rms", K::kRms, true, false, EpsPlacement::kOutsideSqrt},
       {"rms_cast_before_weight", K::kRms, true, false, {}, 0, 1, true},
+      {"rms_hf_norm_then_add", K::kRms, true, false, {}, 0, 1, true, R::kNormThenAdd, 0.5},
       {"rms_add_then_norm", K::kRms, true, false, {}, 0, 1, false, R::kAddThenNorm, 1.0},
       {"rms_norm_then_add", K::kRms, true, false, {}, 1.0, 1, false, R::kNormThenAdd, 1.5},
       {"l2", K::kL2},
@@ -94,7 +95,7 @@ void CheckRowNorm(const Config& cfg, DType dtype, int64_t rows, int64_t cols,
   CpuBackend cpu;
   ASSERT_TRUE(cpu.RowNorm(a).ok());
   const reference::RowNormResult ref = reference::RowNorm(a);
-  ExpectAllMatch(y, ref.y, what + " y");
+  ExpectAllMatch(y, ref.y, what + " y", ref.magnitude, ref.y_alt);
   if (a.h.present()) ExpectAllMatch(h, ref.h, what + " h");
 }
 

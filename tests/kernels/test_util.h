@@ -51,8 +51,9 @@ using kernels::RoundDouble;
 
 // docs/semantics.md's rule (normd/kernels/accuracy.h), with a message saying by how much
 // a value missed it.
-inline ::testing::AssertionResult Matches(DType t, float y, double ref) {
-  if (kernels::WithinAccuracy(t, y, ref)) return ::testing::AssertionSuccess();
+inline ::testing::AssertionResult Matches(DType t, float y, double ref, double magnitude = 0,
+                                          double alt = std::nan("")) {
+  if (kernels::WithinAccuracy(t, y, ref, magnitude, alt)) return ::testing::AssertionSuccess();
   if (t == DType::kF32 || std::isnan(ref) || std::isnan(y)) {
     return ::testing::AssertionFailure()
            << "got " << y << ", reference " << ref << ", |diff| " << std::fabs(y - ref);
@@ -62,12 +63,19 @@ inline ::testing::AssertionResult Matches(DType t, float y, double ref) {
 }
 
 // Checks every element; stops at the first few mismatches to keep output readable.
+// `magnitude`: the reference's M per element, for outputs that sum terms after normalizing
+// (empty: the rule's third clause does not apply); `alt`: the reference's other value under
+// cast_before_weight (reference::RowNormResult::y_alt; empty: none).
 inline void ExpectAllMatch(const Buffer& got, const std::vector<double>& ref,
-                           const std::string& what) {
+                           const std::string& what, const std::vector<double>& magnitude = {},
+                           const std::vector<double>& alt = {}) {
   ASSERT_EQ(got.numel, static_cast<int64_t>(ref.size())) << what;
+  if (!magnitude.empty()) ASSERT_EQ(magnitude.size(), ref.size()) << what;
+  if (!alt.empty()) ASSERT_EQ(alt.size(), ref.size()) << what;
   int failures = 0;
   for (int64_t i = 0; i < got.numel && failures < 5; ++i) {
-    auto r = Matches(got.dtype, got.at(i), ref[i]);
+    auto r = Matches(got.dtype, got.at(i), ref[i], magnitude.empty() ? 0.0 : magnitude[i],
+                     alt.empty() ? std::nan("") : alt[i]);
     if (!r) {
       ADD_FAILURE() << what << " element " << i << ": " << r.message();
       ++failures;

@@ -1,8 +1,11 @@
 // The accuracy rule of docs/semantics.md as one predicate, for the tests that compare a
 // backend with the float64 reference and for normbench --verify: F32 within
 // 1e-5 (1 + |ref|); F16/BF16 within one ulp of the reference rounded to the type (round to
-// nearest even, no double rounding); NaN only where the reference is NaN; an infinite
-// reference met exactly. Stateless, header-only, safe from any thread.
+// nearest even, no double rounding); either way, within 2^-20 of the magnitude of the
+// terms summed after normalizing (what an fp32 epilogue makes where a bias or residual
+// cancels; the reference reports that magnitude per element); NaN only where the
+// reference is NaN; an infinite reference met exactly. Stateless, header-only, safe from
+// any thread.
 #ifndef NORMD_KERNELS_ACCURACY_H_
 #define NORMD_KERNELS_ACCURACY_H_
 
@@ -39,13 +42,26 @@ inline int64_t OrderedBits(DType t, float v) {
   return (b & 0x8000) ? -static_cast<int64_t>(b & 0x7fff) : static_cast<int64_t>(b);
 }
 
-// Whether an output element y of type t meets the rule against the reference value.
-inline bool WithinAccuracy(DType t, float y, double ref) {
+// The third clause's factor: |y - ref| <= kMagnitudeTolerance * M.
+inline constexpr double kMagnitudeTolerance = 0x1p-20;
+
+// Whether an output element y of type t meets the rule against the reference value;
+// `magnitude` is M = |n * g| + |b| + |alpha * skip| for outputs that sum terms after
+// normalizing (0: the third clause does not apply).
+inline bool WithinAccuracy(DType t, float y, double ref, double magnitude = 0) {
   if (std::isnan(ref) || std::isnan(y)) return std::isnan(ref) && std::isnan(y);
+  if (!std::isinf(ref) && std::fabs(y - ref) <= kMagnitudeTolerance * magnitude) return true;
   if (t == DType::kF32) {
     return std::isinf(ref) ? y == ref : std::fabs(y - ref) <= 1e-5 * (1 + std::fabs(ref));
   }
   return std::llabs(OrderedBits(t, y) - OrderedBits(t, RoundDouble(t, ref))) <= 1;
+}
+
+// The same, where the reference also gives the output with cast_before_weight's
+// intermediate at its other neighbour (`alt`; NaN: none): either value may be met.
+inline bool WithinAccuracy(DType t, float y, double ref, double magnitude, double alt) {
+  return WithinAccuracy(t, y, ref, magnitude) ||
+         (!std::isnan(alt) && WithinAccuracy(t, y, alt, magnitude));
 }
 
 }  // namespace normd::kernels

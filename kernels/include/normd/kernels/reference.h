@@ -13,20 +13,37 @@
 
 namespace normd::kernels::reference {
 
+// `magnitude`, per element of y: M = |n * g| + |b| + |alpha * skip| of docs/semantics.md's
+// accuracy rule (the terms summed after normalizing).
+// `y_alt` (cast_before_weight with F16/BF16 input only, else empty): the output had the
+// intermediate x * r gone to its other neighbour, where x * r lies within 2^-20 relative of
+// a rounding boundary (docs/semantics.md: such elements are judged against either); NaN
+// where it does not.
 struct RowNormResult {
-  std::vector<double> y;
+  std::vector<double> y, magnitude, y_alt;
   std::vector<double> h;  // ADD_THEN_NORM only
 };
 RowNormResult RowNorm(const RowNormArgs& args);
 
+// The statistics of row `row` (its residual added): the mean (LayerNorm; 0 otherwise), the
+// standard deviation (LayerNorm; 0 otherwise) and the inverse scale the row is multiplied
+// by (1/sigma, 1/rms, 1/norm, eps included).
+struct RowStats {
+  double mean = 0, sigma = 0, inverse_scale = 1;
+};
+RowStats RowStatistics(const RowNormArgs& args, int64_t row);
+
 struct BatchNormResult {
-  std::vector<double> y;
+  std::vector<double> y, magnitude;
   std::vector<double> mean, var;                  // training only (var biased)
   std::vector<double> running_mean, running_var;  // training with running stats only
 };
 BatchNormResult BatchNorm(const BatchNormArgs& args);
 
-std::vector<double> GroupNorm(const GroupNormArgs& args);
+struct GroupNormResult {
+  std::vector<double> y, magnitude;
+};
+GroupNormResult GroupNorm(const GroupNormArgs& args);
 
 }  // namespace normd::kernels::reference
 

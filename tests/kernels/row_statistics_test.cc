@@ -1,0 +1,168 @@
+// docs/semantics.md's rule on the statistics themselves, which the output checks cannot see
+// (the F32 output rule, 1e-5 relative, is looser than it): the CPU kernel's mean within
+// 2^-20 sigma and its inverse scale within 2^-20 relative of the float64 reference, on
+// random and offset rows, for every SIMD target. A naive fp32 kernel (raw sums of x and x^2)
+// is held to the same check and must fail it, so the check can fail.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/row_norm_simd.h"
+#include "normd/kernels/reference.h"
+#include "tests/kernels/test_util.h"
+
+namespace normd::kernels {
+namespace {
+
+using normd::testing::Buffer;
+using normd::testing::ForEachTarget;
+using normd::testing::RandomValues;
+
+constexpr double kTolerance = 0x1p-20;
+
+// Empty when (mean, scale) meet the rule against the reference's statistics of the row.
+std::string StatisticsError(const RowNormArgs& a, int64_t row, double mean, double scale) {
+  const reference::RowStats ref = reference::RowStatistics(a, row);
+  std::string error;
+  if (a.kind == RowNormKind::kLayer && !(std::fabs(mean - ref.mean) <= kTolerance * ref.sigma)) {
+    error = absl::StrCat("mean ", mean, " vs ", ref.mean, " (sigma ", ref.sigma, ")");
+  }
+  if (!(std::fabs(scale - ref.inverse_scale) <= kTolerance * ref.inverse_scale)) {
+    absl::StrAppend(&error, error.empty() ? "" : "; ", "inverse scale ", scale, " vs ",
+                    ref.inverse_scale, ", relative error ",
+                    std::fabs(scale - ref.inverse_scale) / ref.inverse_scale);
+  }
+  return error;
+}
+
+// What a naive fp32 kernel computes: one pass of fp32 sums of x and x^2, the variance as
+// E[x^2] - E[x]^2.
+void NaiveStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale) {
+  float sum = 0, squares = 0;
+  for (int64_t i = 0; i < a.cols; ++i) {
+    const float v = a.x.at(row * a.cols + i);
+    sum += v;
+    squares += v * v;
+  }
+  const float n = static_cast<float>(a.cols);
+  const float m = sum / n;
+  const float ms = squares / n;
+  const float var = a.kind == RowNormKind::kLayer ? ms - m * m : ms;
+  *mean = a.kind == RowNormKind::kLayer ? m : 0.0f;
+  *scale = 1.0f / std::sqrt(var + static_cast<float>(a.eps));
+}
+
+struct Row {
+  std::string name;
+  std::vector<float> values;
+};
+
+std::vector<Row> Rows(int64_t cols) {
+  std::mt19937_64 rng(11);
+  std::vector<float> ramp(cols);
+  for (int64_t i = 0; i < cols; ++i) ramp[i] = 1000.0f + 0.001f * static_cast<float>(i);
+  return {{"N(0.5, 2)", RandomValues(rng, cols, 0.5f, 2.0f)},
+          {"mean 1e4 var 1", RandomValues(rng, cols, 1e4f, 1.0f)},
+          {"mean -3e3 sd 1e-2", RandomValues(rng, cols, -3e3f, 1e-2f)},
+          {"|x| ~ 3000", RandomValues(rng, cols, 0.0f, 3000.0f)},
+          {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
+          {"ramp from 1000", ramp}};
+}
+
+RowNormArgs Args(RowNormKind kind, const Buffer& x, int64_t cols) {
+  RowNormArgs a;
+  a.kind = kind;
+  a.rows = 1;
+  a.cols = cols;
+  a.x = x.view();
+  a.eps = kind == RowNormKind::kLayer ? kDefaultLayerNormEps
+                                      : (kind == RowNormKind::kRms ? kDefaultRmsNormEps : 0.0);
+  return a;
+}
+
+TEST(RowStatisticsTest, KernelMeetsTheStatisticsRule) {
+  ForEachTarget([] {
+    for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms, RowNormKind::kL2}) {
+      for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+        for (int64_t cols : {1, 7, 64, 4097, 65536}) {
+          for (const Row& r : Rows(cols)) {
+            const Buffer x = Buffer::Of(t, r.values);
+            const RowNormArgs a = Args(kind, x, cols);
+            double mean, scale;
+            cpu::RowStatistics(a, 0, &mean, &scale);
+            EXPECT_EQ(StatisticsError(a, 0, mean, scale), "")
+                << r.name << ", " << DTypeName(t) << ", " << cols << " columns, kind "
+                << static_cast<int>(kind);
+          }
+        }
+      }
+    }
+  });
+}
+
+// Squares beyond fp32's range, both ways: the kernel's fp32 block sums would overflow to
+// Inf or flush to zero; it redoes such rows in double. (F16 cannot hold these values.)
+TEST(RowStatisticsTest, SquaresOutsideFp32RangeAreRedoneInDouble) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(12);
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      for (float sd : {1e20f, 3e-20f}) {
+        for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms, RowNormKind::kL2}) {
+          const int64_t cols = 4097;
+          const Buffer x = Buffer::Of(t, RandomValues(rng, cols, 0.0f, sd));
+          RowNormArgs a = Args(kind, x, cols);
+          a.eps = 0;
+          double mean, scale;
+          cpu::RowStatistics(a, 0, &mean, &scale);
+          EXPECT_EQ(StatisticsError(a, 0, mean, scale), "")
+              << "sd " << sd << ", " << DTypeName(t) << ", kind " << static_cast<int>(kind);
+        }
+      }
+    }
+  });
+}
+
+TEST(RowStatisticsTest, KernelMeetsItWithAResidualAdded) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(4);
+    const int64_t cols = 4097;
+    const Buffer x = Buffer::Of(DType::kBF16, RandomValues(rng, cols, 1e3f, 1.0f));
+    const Buffer skip = Buffer::Of(DType::kBF16, RandomValues(rng, cols, -1e3f, 1.0f));
+    for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+      RowNormArgs a = Args(kind, x, cols);
+      a.residual = ResidualPlacement::kAddThenNorm;
+      a.skip = skip.view();
+      a.alpha = 1.0;
+      double mean, scale;
+      cpu::RowStatistics(a, 0, &mean, &scale);
+      EXPECT_EQ(StatisticsError(a, 0, mean, scale), "") << static_cast<int>(kind);
+    }
+  });
+}
+
+// The control: the same check fails a naive fp32 kernel, so the passes above are the
+// kernel's and not those of a check that cannot fail.
+TEST(RowStatisticsTest, NaiveFp32KernelFailsTheCheckOnOffsetRows) {
+  for (int64_t cols : {4096, 65536}) {
+    std::mt19937_64 rng(9);
+    const Buffer offset = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1e4f, 1.0f));
+    const RowNormArgs a = Args(RowNormKind::kLayer, offset, cols);
+    double mean, scale;
+    NaiveStatistics(a, 0, &mean, &scale);
+    EXPECT_NE(StatisticsError(a, 0, mean, scale), "") << cols << " columns";
+  }
+  // fp32 raw sums of squares are off by more than 2^-20 on long rows even without offset
+  // (RMSNorm): the sequential rounding error grows with the length.
+  std::mt19937_64 rng(10);
+  const Buffer plain = Buffer::Of(DType::kF32, RandomValues(rng, 65536, 0.5f, 2.0f));
+  const RowNormArgs a = Args(RowNormKind::kRms, plain, 65536);
+  double mean, scale;
+  NaiveStatistics(a, 0, &mean, &scale);
+  EXPECT_NE(StatisticsError(a, 0, mean, scale), "");
+}
+
+}  // namespace
+}  // namespace normd::kernels
