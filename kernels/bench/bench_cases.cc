@@ -44,12 +44,23 @@ void AddRowCases(std::vector<BenchCase>* out) {
   struct Op {
     const char* name;
     RowNormKind kind;
-    bool weight, bias, fused;
+    bool weight, bias;
+    ResidualPlacement residual = ResidualPlacement::kNone;
+    double weight_offset = 0, partial_fraction = 1;
+    bool cast_before_weight = false;
   };
-  const Op ops[] = {{"layer_norm", RowNormKind::kLayer, true, true, false},
-                    {"rms_norm", RowNormKind::kRms, true, false, false},
-                    {"l2_norm", RowNormKind::kL2, false, false, false},
-                    {"fused_add_rms_norm", RowNormKind::kRms, true, false, true}};
+  using R = ResidualPlacement;
+  const Op ops[] = {
+      {"layer_norm", RowNormKind::kLayer, true, true},
+      {"rms_norm", RowNormKind::kRms, true, false},
+      {"rms_norm_gemma", RowNormKind::kRms, true, false, R::kNone, 1.0},  // (1 + w)
+      {"rms_norm_partial", RowNormKind::kRms, true, false, R::kNone, 0, 0.25},
+      {"rms_norm_hf", RowNormKind::kRms, true, false, R::kNone, 0, 1, true},
+      {"l2_norm", RowNormKind::kL2, false, false},
+      {"fused_add_rms_norm", RowNormKind::kRms, true, false, R::kAddThenNorm},
+      {"fused_add_layer_norm", RowNormKind::kLayer, true, true, R::kAddThenNorm},
+      {"layer_norm_then_add", RowNormKind::kLayer, true, true, R::kNormThenAdd},
+  };
   const std::pair<int64_t, int64_t> shapes[] = {{1, 4096},    {8, 4096},     {64, 4096},
                                                 {4096, 4096}, {16384, 1024}, {1024, 65536}};
   for (const Op& op : ops) {
@@ -65,7 +76,10 @@ void AddRowCases(std::vector<BenchCase>* out) {
         c.dtype = Lower(DTypeName(t));
         c.shape = absl::StrCat(rows, "x", cols);
         const int64_t n = rows * cols;
-        c.bytes = n * ElementSize(t) * (op.fused ? 4 : 2);
+        // x and y; plus skip and h (ADD_THEN_NORM), or skip (NORM_THEN_ADD).
+        const int streams =
+            op.residual == R::kAddThenNorm ? 4 : (op.residual == R::kNormThenAdd ? 3 : 2);
+        c.bytes = n * ElementSize(t) * streams;
         c.setup = [=] {
           st->x = std::make_unique<Buf>(t, n, 1);
           st->y = std::make_unique<Buf>(t, n, 2);
@@ -81,11 +95,16 @@ void AddRowCases(std::vector<BenchCase>* out) {
           a.eps = 1e-5;
           if (op.weight) a.weight = st->w->view();
           if (op.bias) a.bias = st->b->view();
-          if (op.fused) {
+          a.weight_offset = op.weight_offset;
+          a.partial_fraction = op.partial_fraction;
+          a.cast_before_weight = op.cast_before_weight;
+          if (op.residual != R::kNone) {
             st->skip = std::make_unique<Buf>(t, n, 5);
-            st->h = std::make_unique<Buf>(t, n, 6);
-            a.residual = ResidualPlacement::kAddThenNorm;
+            a.residual = op.residual;
             a.skip = st->skip->view();
+          }
+          if (op.residual == R::kAddThenNorm) {
+            st->h = std::make_unique<Buf>(t, n, 6);
             a.h = st->h->mut();
           }
         };

@@ -1,12 +1,13 @@
 // normd-kernel-bench: throughput of the CPU kernels beside their physical limit, measured
 // in the same run. For each op x dtype x shape it times the CPU backend (one thread and
 // all threads), the float64 reference, and memcpy moving the same number of bytes (one
-// thread and all threads), and prints GB/s and kernel/memcpy ratios.
+// thread and all threads), and prints GB/s and kernel/memcpy ratios, and for cases under
+// 1 MiB the nanoseconds per call of the kernel and of memcpy on one thread (both in cache).
 //
 // Bytes counted: every byte the op must read and write once (x and y; plus skip and h for
-// fused residuals; BatchNorm training and GroupNorm/InstanceNorm count x twice when a
-// channel or group is larger than the L2 cache, since statistics and output are then two
-// passes over memory). memcpy copies half that many bytes, so it moves the same traffic.
+// fused residuals, skip for NORM_THEN_ADD; BatchNorm training and GroupNorm/InstanceNorm count x
+// twice when a channel or group is larger than the L2 cache, since statistics and output are then
+// two passes over memory). memcpy copies half that many bytes, so it moves the same traffic.
 //
 //   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
 //                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/targets.h"
@@ -88,9 +90,10 @@ int Main(int argc, char** argv) {
     } else if (a == "--no-reference") {
       reference = false;
     } else {
-      std::fprintf(stderr,
-                   "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
-                   "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME]\n");
+      std::fprintf(
+          stderr,
+          "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
+          "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME]\n");
       return 2;
     }
   }
@@ -100,8 +103,9 @@ int Main(int argc, char** argv) {
   cpu::ThreadPool copy_pool(all);
   std::printf("normd-kernel-bench: %s; memcpy and kernels timed in the same run\n",
               cpu.device().c_str());
-  std::printf("%-22s %-5s %-16s %9s %9s %6s %9s %9s %6s %9s\n", "op", "dtype", "shape", "1t GB/s",
-              "memcpy", "ratio", "all GB/s", "memcpy", "ratio", "ref GB/s");
+  std::printf("%-22s %-5s %-16s %9s %9s %6s %9s %9s %6s %9s %16s\n", "op", "dtype", "shape",
+              "1t GB/s", "memcpy", "ratio", "all GB/s", "memcpy", "ratio", "ref GB/s",
+              "1t ns (memcpy)");
   std::vector<Row> rows;
   for (BenchCase& c : AllCases()) {
     const std::string name = absl::StrCat(c.op, "/", c.dtype, "/", c.shape);
@@ -135,20 +139,23 @@ int Main(int argc, char** argv) {
       ref = c.bytes / TimePerCall(c.reference, min_time / 5, 1) / 1e9;
       rows.push_back({c.op, c.dtype, c.shape, "reference", 1, ref, m[0], c.bytes});
     }
-    std::printf("%-22s %-5s %-16s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %9.3f\n", c.op.c_str(),
+    const std::string ns = c.bytes < (1 << 20) ? absl::StrFormat("%.0f (%.0f)", c.bytes / g[0],
+                                                                 c.bytes / m[0])  // bytes / (GB/s)
+                                               : "";
+    std::printf("%-22s %-5s %-16s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %9.3f %16s\n", c.op.c_str(),
                 c.dtype.c_str(), c.shape.c_str(), g[0], m[0], g[0] / m[0], g[1], m[1], g[1] / m[1],
-                ref);
+                ref, ns.c_str());
     std::fflush(stdout);
     c.teardown();
   }
   if (!json_path.empty()) {
     std::vector<std::string> objs;
     for (const Row& r : rows) {
-      objs.push_back(absl::StrCat(
-          "{\"op\": \"", r.op, "\", \"dtype\": \"", r.dtype, "\", \"shape\": \"", r.shape,
-          "\", \"threads\": ", r.threads, ", \"backend\": \"", r.backend, "\", \"gbps\": ", r.gbps,
-          ", \"memcpy_gbps\": ", r.memcpy_gbps, ", \"ratio\": ", r.gbps / r.memcpy_gbps,
-          ", \"bytes\": ", r.bytes, "}"));
+      objs.push_back(
+          absl::StrCat("{\"op\": \"", r.op, "\", \"dtype\": \"", r.dtype, "\", \"shape\": \"",
+                       r.shape, "\", \"threads\": ", r.threads, ", \"backend\": \"", r.backend,
+                       "\", \"gbps\": ", r.gbps, ", \"memcpy_gbps\": ", r.memcpy_gbps,
+                       ", \"ratio\": ", r.gbps / r.memcpy_gbps, ", \"bytes\": ", r.bytes, "}"));
     }
     std::ofstream(json_path) << "[\n  " << absl::StrJoin(objs, ",\n  ") << "\n]\n";
   }

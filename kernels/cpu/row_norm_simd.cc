@@ -33,10 +33,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct Epilogue {
   float hi = 0, lo = 0;  // LayerNorm: the mean as hi + lo, subtracted first; else zero
   float scale = 1;
-  DType cast_dtype = DType::kF32;  // cast_before_weight: x * scale rounded to it
-  const float* weight = nullptr;   // fp32, not padded
-  const float* bias = nullptr;     // fp32, not padded
-  const float* skip = nullptr;     // NORM_THEN_ADD: alpha * skip is added last (padded)
+  const float* weight = nullptr;  // fp32, not padded
+  const float* bias = nullptr;    // fp32, not padded
+  const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
   float alpha = 1;
   // The next row's input, fetched into the cache while this one is computed and stored
   // (nullptr: none), `prefetch_size` bytes an element.
@@ -45,10 +44,11 @@ struct Epilogue {
 };
 
 // The epilogue in fp32, each term present known at compile time:
-// ((x - hi) - lo) * scale [rounded] [* w] [+ b] [+ alpha * skip]. docs/semantics.md allows
-// its rounding (within 2^-20 of the terms' magnitudes) where a bias or residual cancels.
+// ((x - hi) - lo) * scale [rounded to kIn] [* w] [+ b] [+ alpha * skip], skip read in
+// kIn. docs/semantics.md allows its rounding (within 2^-20 of the terms' magnitudes) where
+// a bias or residual cancels, and the cast_before_weight intermediate's neighbour.
 // `stream`: the vector-aligned middle of `out` is written with non-temporal stores.
-template <DType kOut, bool kCast, bool kW, bool kB, bool kS>
+template <DType kOut, DType kIn, bool kCast, bool kW, bool kB, bool kS>
 void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bool stream) {
   constexpr DType t = kOut;
   const D d;
@@ -56,33 +56,37 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   const V vhi = hn::Set(d, e.hi), vlo = hn::Set(d, e.lo), vs = hn::Set(d, e.scale);
   const V valpha = hn::Set(d, e.alpha);
   // Locals: stores through `out` could alias `e` as far as the compiler knows.
-  const DType cast = e.cast_dtype;
-  const float *weight = e.weight, *bias = e.bias, *skip = e.skip;
+  const float *weight = e.weight, *bias = e.bias;
+  const void* skip = e.skip;
   // always_inline: a call per vector would return it through memory.
-  const auto compute = [&](int64_t i, const float* w, const float* b) HWY_ATTR
+  const auto compute = [&](int64_t i, const float* w, const float* b, const void* sk) HWY_ATTR
       __attribute__((always_inline)) {
     V v = hn::Mul(hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo), vs);
-    if constexpr (kCast) v = RoundTo(d, cast, v);
+    if constexpr (kCast) v = RoundTo(d, kIn, v);
     if constexpr (kW) v = hn::Mul(v, hn::LoadU(d, w));
     if constexpr (kB) v = hn::Add(v, hn::LoadU(d, b));
-    if constexpr (kS) v = hn::MulAdd(valpha, hn::Load(d, skip + i), v);
+    if constexpr (kS) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
     return v;
   };
   const char* prefetch = e.prefetch;
   const int64_t psize = e.prefetch_size;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
-    return compute(i, weight + i, bias + i);
+    return compute(i, weight + i, bias + i, kS ? Offset(skip, kIn, i) : nullptr);
   };
   const size_t esize = ElementSize(t);
-  // The last partial vector: parameters from zero-padded copies (the caller's arrays end
+  // A partial vector: parameters and skip from zero-padded copies (the caller's arrays end
   // at n), the result through a stack buffer.
   const auto tail = [&](int64_t i, int64_t count) HWY_ATTR {
     alignas(64) float tw[64] = {}, tb[64] = {};
-    alignas(64) unsigned char part[64 * 4];
-    if constexpr (kW) std::memcpy(tw, weight + i, static_cast<size_t>(count) * sizeof(float));
-    if constexpr (kB) std::memcpy(tb, bias + i, static_cast<size_t>(count) * sizeof(float));
-    StoreAs<t>(d, compute(i, tw, tb), part);
+    alignas(64) unsigned char ts[64 * 4] = {}, part[64 * 4];
+    const size_t floats = static_cast<size_t>(count) * sizeof(float);
+    if constexpr (kW) std::memcpy(tw, weight + i, floats);
+    if constexpr (kB) std::memcpy(tb, bias + i, floats);
+    if constexpr (kS) {
+      std::memcpy(ts, Offset(skip, kIn, i), static_cast<size_t>(count) * ElementSize(kIn));
+    }
+    StoreAs<t>(d, compute(i, tw, tb, ts), part);
     std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
   };
   int64_t i = 0;
@@ -101,40 +105,59 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   (void)weight;
   (void)bias;
   (void)skip;
-  (void)cast;
 }
 
 using EpilogueStoreFn = void (*)(const float* buf, int64_t n, const Epilogue& e, void* out,
                                  bool stream);
 
-template <DType kOut, bool kCast, bool kW, bool kB>
-EpilogueStoreFn PickEpilogueStore(bool s) {
-  return s ? &EpilogueStore<kOut, kCast, kW, kB, true> : &EpilogueStore<kOut, kCast, kW, kB, false>;
+// The instantiation for the runtime choices. kIn matters only with a cast or a skip; other
+// epilogues share the F32 one whatever the input.
+template <DType kOut, DType kIn, bool kCast, bool kS>
+EpilogueStoreFn PickEpilogueStore(bool w, bool b) {
+  if (w) {
+    return b ? &EpilogueStore<kOut, kIn, kCast, true, true, kS>
+             : &EpilogueStore<kOut, kIn, kCast, true, false, kS>;
+  }
+  return b ? &EpilogueStore<kOut, kIn, kCast, false, true, kS>
+           : &EpilogueStore<kOut, kIn, kCast, false, false, kS>;
+}
+
+template <DType kOut, DType kIn>
+EpilogueStoreFn PickEpilogueStore(bool cast, bool w, bool b, bool s) {
+  if constexpr (kIn == DType::kF32) {
+    return s ? PickEpilogueStore<kOut, kIn, false, true>(w, b)
+             : PickEpilogueStore<kOut, kIn, false, false>(w, b);
+  } else {
+    if (cast) {
+      return s ? PickEpilogueStore<kOut, kIn, true, true>(w, b)
+               : PickEpilogueStore<kOut, kIn, true, false>(w, b);
+    }
+    if (s) return PickEpilogueStore<kOut, kIn, false, true>(w, b);
+    return PickEpilogueStore<kOut, DType::kF32, false, false>(w, b);
+  }
 }
 
 template <DType kOut>
-EpilogueStoreFn PickEpilogueStore(bool cast, bool w, bool b, bool s) {
-  if (cast) {
-    // cast_before_weight is an RMSNorm option: no bias.
-    return w ? PickEpilogueStore<kOut, true, true, false>(s)
-             : PickEpilogueStore<kOut, true, false, false>(s);
+EpilogueStoreFn PickEpilogueStore(DType in, bool cast, bool w, bool b, bool s) {
+  switch (in) {
+    case DType::kF32:
+      return PickEpilogueStore<kOut, DType::kF32>(false, w, b, s);
+    case DType::kF16:
+      return PickEpilogueStore<kOut, DType::kF16>(cast, w, b, s);
+    case DType::kBF16:
+      return PickEpilogueStore<kOut, DType::kBF16>(cast, w, b, s);
   }
-  if (w) {
-    return b ? PickEpilogueStore<kOut, false, true, true>(s)
-             : PickEpilogueStore<kOut, false, true, false>(s);
-  }
-  return b ? PickEpilogueStore<kOut, false, false, true>(s)
-           : PickEpilogueStore<kOut, false, false, false>(s);
+  return nullptr;
 }
 
-EpilogueStoreFn PickEpilogueStore(DType out, bool cast, bool w, bool b, bool s) {
+EpilogueStoreFn PickEpilogueStore(DType out, DType in, bool cast, bool w, bool b, bool s) {
   switch (out) {
     case DType::kF32:
-      return PickEpilogueStore<DType::kF32>(cast, w, b, s);
+      return PickEpilogueStore<DType::kF32>(in, cast, w, b, s);
     case DType::kF16:
-      return PickEpilogueStore<DType::kF16>(cast, w, b, s);
+      return PickEpilogueStore<DType::kF16>(in, cast, w, b, s);
     case DType::kBF16:
-      return PickEpilogueStore<DType::kBF16>(cast, w, b, s);
+      return PickEpilogueStore<DType::kBF16>(in, cast, w, b, s);
   }
   return nullptr;
 }
@@ -174,11 +197,10 @@ void RowStats(const RowNormArgs& a, const float* row, double sum, int64_t stat_c
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
   const size_t capacity = static_cast<size_t>(cols + kRowPad);
-  thread_local hwy::AlignedFreeUniquePtr<float[]> row, skip_row;
+  thread_local hwy::AlignedFreeUniquePtr<float[]> row;
   thread_local size_t row_capacity = 0;
   if (row_capacity < capacity) {
     row = hwy::AllocateAligned<float>(capacity);
-    skip_row = hwy::AllocateAligned<float>(capacity);
     row_capacity = capacity;
   }
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
@@ -188,18 +210,15 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   Epilogue e;
   // cast_before_weight rounds to the input's dtype, a no-op for F32.
   const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight && a.x.dtype != DType::kF32;
-  e.cast_dtype = a.x.dtype;
   e.weight = p.weight;
   e.bias = p.bias;
-  e.skip = norm_then_add ? skip_row.get() : nullptr;
   e.alpha = static_cast<float>(a.alpha);
   const DType t = a.x.dtype;
 
   const Stat stat = a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares;
   const LoadRowFn load = PickLoadRow(t, stat, add_then_norm, a.h.present());
-  const LoadRowFn load_skip = PickLoadRow(t, Stat::kNone, false, false);
   const EpilogueStoreFn epilogue =
-      PickEpilogueStore(a.y.dtype, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
+      PickEpilogueStore(a.y.dtype, t, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int64_t base = r * cols;
     // Large inputs: the next row is fetched while this one's epilogue runs, so that memory
@@ -217,10 +236,7 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     e.hi = static_cast<float>(mean);
     e.lo = static_cast<float>(mean - e.hi);
     e.scale = static_cast<float>(scale);
-    if (norm_then_add) {
-      load_skip(Offset(a.skip.data, t, base), nullptr, 0, cols, skip_row.get(), 0, nullptr,
-                nullptr);
-    }
+    if (norm_then_add) e.skip = Offset(a.skip.data, t, base);
     void* y = Offset(a.y.data, a.y.dtype, base);
     epilogue(row.get(), cols, e, y, p.stream);
   }

@@ -30,10 +30,10 @@ enum class Stat { kNone, kSum, kSumOfSquares };
 // vectors (the padded tail lanes are zero), and h when given. Returns, in double, the sum
 // of the row (kSum) or the sum of squares of its first m elements (kSumOfSquares).
 //
-// The sums run in fp32 over blocks of four vectors (two roundings per lane, pairwise) and
-// each block's lanes are added into double accumulators: the error stays within ~2^-23 of
-// the sum of the terms' magnitudes whatever the row's length, at a fifth of the cost of
-// widening every element to double. A sum of squares that overflows or underflows fp32
+// The sums run in fp32 over blocks of eight vectors (a pairwise tree: three roundings per
+// lane) and each block's lanes are added into double accumulators: the error stays within
+// ~2^-22 of the sum of the terms' magnitudes whatever the row's length, at a fraction of the
+// cost of widening every element to double. A sum of squares that overflows or underflows fp32
 // (|x| beyond ~1e19 or below ~1e-19) is redone in double by the caller (SumOfSquaresF64).
 template <DType kT, Stat kStat, bool kSkip, bool kH>
 double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
@@ -67,9 +67,12 @@ double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* b
   // Elements [0, end) enter the statistic.
   const int64_t end = stat == Stat::kNone ? 0 : (stat == Stat::kSumOfSquares ? m : n);
   int64_t i = 0;
-  for (; i + 4 * N <= end; i += 4 * N) {
+  for (; i + 8 * N <= end; i += 8 * N) {
     const V v0 = load(i), v1 = load(i + N), v2 = load(i + 2 * N), v3 = load(i + 3 * N);
-    flush(hn::Add(hn::Add(term(v0), term(v1)), hn::Add(term(v2), term(v3))));
+    const V v4 = load(i + 4 * N), v5 = load(i + 5 * N), v6 = load(i + 6 * N);
+    const V v7 = load(i + 7 * N);
+    flush(hn::Add(hn::Add(hn::Add(term(v0), term(v1)), hn::Add(term(v2), term(v3))),
+                  hn::Add(hn::Add(term(v4), term(v5)), hn::Add(term(v6), term(v7)))));
   }
   const auto single = [&](V v, int64_t at) HWY_ATTR __attribute__((always_inline)) {
     if (stat == Stat::kNone || at >= end) return;
@@ -137,7 +140,7 @@ inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h) {
 // Sums over buf[0, n) of c = (v - hi) - lo and of c^2, the deviations from a first
 // estimate of the mean hi + lo: *sum gets the sum of c (the estimate's correction: the
 // mean is hi + lo + sum / n) and the result is the sum of c^2. Deviations are formed in
-// fp32 (exact near the mean), summed in fp32 blocks of four vectors whose lanes go into
+// fp32 (exact near the mean), summed in fp32 blocks of eight vectors whose lanes go into
 // double accumulators, as in LoadRow; a result that over- or underflowed fp32 is redone
 // in double by the caller (CenteredSumsF64).
 inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, double* sum) {
@@ -156,10 +159,15 @@ inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, doub
     q1 = hn::Add(q1, WideHi(c2));
   };
   int64_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
+  for (; i + 8 * N <= n; i += 8 * N) {
     const V c0 = dev(i), c1 = dev(i + N), c2 = dev(i + 2 * N), c3 = dev(i + 3 * N);
-    flush(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
-          hn::Add(hn::MulAdd(c0, c0, hn::Mul(c1, c1)), hn::MulAdd(c2, c2, hn::Mul(c3, c3))));
+    const V c4 = dev(i + 4 * N), c5 = dev(i + 5 * N), c6 = dev(i + 6 * N), c7 = dev(i + 7 * N);
+    const V s = hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
+                        hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)));
+    const V q =
+        hn::Add(hn::Add(hn::MulAdd(c0, c0, hn::Mul(c1, c1)), hn::MulAdd(c2, c2, hn::Mul(c3, c3))),
+                hn::Add(hn::MulAdd(c4, c4, hn::Mul(c5, c5)), hn::MulAdd(c6, c6, hn::Mul(c7, c7))));
+    flush(s, q);
   }
   for (; i < n; i += N) {
     V c = dev(i);
