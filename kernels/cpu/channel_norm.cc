@@ -90,7 +90,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
           cpu::ChanMoments acc;
           for (int64_t n = 0; n < a.n; ++n) {
             double m, m2;
-            cpu::RunMoments(a.x.dtype, At(a.x, (n * a.c + c) * a.s), a.s, &m, &m2);
+            cpu::RunMoments(a.x.dtype, At(a.x, (n * a.c + c) * a.s), a.s, /*f64=*/true, &m, &m2);
             acc.Merge(static_cast<double>(a.s), m, m2);
           }
           finish_channel(c, acc.mean(), acc.m2 / count);
@@ -143,7 +143,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
         const int64_t n = ng / a.groups, g = ng % a.groups;
         const int64_t off = (n * a.c + g * cpg) * a.s;
         double mean, m2;
-        cpu::RunMoments(a.x.dtype, At(a.x, off), cpg * a.s, &mean, &m2);
+        cpu::RunMoments(a.x.dtype, At(a.x, off), cpg * a.s, /*f64=*/false, &mean, &m2);
         const double rstd = 1.0 / std::sqrt(m2 / count + a.eps);
         for (int64_t k = 0; k < cpg; ++k) {
           const int64_t c = g * cpg + k;

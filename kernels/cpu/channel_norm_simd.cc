@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
@@ -30,7 +31,7 @@ HWY_INLINE int64_t HiOffset() {
 #endif
 }
 
-void RunMomentsImpl(DType t, const void* x, int64_t n, double* mean, double* m2) {
+void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
   constexpr int64_t kChunk = 1 << 16;  // stays in L2 between the two passes
   thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
@@ -40,23 +41,24 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, double* mean, double* m2)
     const int64_t len = std::min(kChunk, n - i);
     const double sum = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr, nullptr);
     double m, m2;
-    RowMoments(buf.get(), len, sum, /*f64=*/true, &m, &m2);
+    RowMoments(buf.get(), len, sum, f64, &m, &m2);
     acc.Merge(static_cast<double>(len), m, m2);
   }
   *mean = acc.mean();
   *m2 = acc.m2;
 }
 
+// The output in fp32: ((x - hi) - lo) * scale + shift with mean = hi + lo (exact near the
+// mean), within docs/semantics.md's 2^-20 of the terms' magnitudes where the shift (the
+// bias) cancels.
 template <DType kT, DType kOut>
 void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y) {
   const D d;
-  const DD dd;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const VD vm = hn::Set(dd, mean), vs = hn::Set(dd, scale), vb = hn::Set(dd, shift);
-  auto f = [&](V v) HWY_ATTR {
-    return Narrow(hn::MulAdd(hn::Sub(WideHi(v), vm), vs, vb),
-                  hn::MulAdd(hn::Sub(WideLo(v), vm), vs, vb));
-  };
+  const float hi = static_cast<float>(mean);
+  const V vhi = hn::Set(d, hi), vlo = hn::Set(d, static_cast<float>(mean - hi));
+  const V vs = hn::Set(d, static_cast<float>(scale)), vb = hn::Set(d, static_cast<float>(shift));
+  auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(hn::Sub(v, vhi), vlo), vs, vb); };
   int64_t i = 0;
   for (; i + N <= n; i += N)
     StoreAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
@@ -110,26 +112,30 @@ void ColumnCenteredSquaresT(const void* x, int64_t rows, int64_t cols, const dou
   }
 }
 
+// The same per column, the column's coefficients in fp32 once per call.
 template <DType kT, DType kOut>
 void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean,
                    const double* scale, const double* shift, void* y) {
   const D d;
-  const DD dd;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vec_cols = cols / N * N;
+  thread_local std::vector<float> coef;
+  coef.resize(static_cast<size_t>(4 * vec_cols));
+  float *fhi = coef.data(), *flo = fhi + vec_cols, *fs = flo + vec_cols, *fb = fs + vec_cols;
+  for (int64_t c = 0; c < vec_cols; ++c) {
+    fhi[c] = static_cast<float>(mean[c]);
+    flo[c] = static_cast<float>(mean[c] - fhi[c]);
+    fs[c] = static_cast<float>(scale[c]);
+    fb[c] = static_cast<float>(shift[c]);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const void* in = Offset(x, kT, r * cols);
     void* out = Offset(y, kOut, r * cols);
     for (int64_t c = 0; c < vec_cols; c += N) {
       const V v = LoadAs<kT>(d, Offset(in, kT, c));
-      const VD lo = hn::MulAdd(hn::Sub(WideLo(v), hn::LoadU(dd, mean + c)),
-                               hn::LoadU(dd, scale + c), hn::LoadU(dd, shift + c));
-      VD hi = lo;
-      if (H) {
-        hi = hn::MulAdd(hn::Sub(WideHi(v), hn::LoadU(dd, mean + c + H)),
-                        hn::LoadU(dd, scale + c + H), hn::LoadU(dd, shift + c + H));
-      }
-      StoreAs<kOut>(d, Narrow(hi, lo), Offset(out, kOut, c));
+      const V dev = hn::Sub(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, flo + c));
+      StoreAs<kOut>(d, hn::MulAdd(dev, hn::LoadU(d, fs + c), hn::LoadU(d, fb + c)),
+                    Offset(out, kOut, c));
     }
     for (int64_t c = vec_cols; c < cols; ++c) {
       const double v = (LoadElement(kT, in, c) - mean[c]) * scale[c] + shift[c];
@@ -219,8 +225,8 @@ HWY_EXPORT(ColumnSumsImpl);
 HWY_EXPORT(ColumnCenteredSquaresImpl);
 HWY_EXPORT(ApplyColumnsImpl);
 
-void RunMoments(DType t, const void* x, int64_t n, double* mean, double* m2) {
-  HWY_DYNAMIC_DISPATCH(RunMomentsImpl)(t, x, n, mean, m2);
+void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
+  HWY_DYNAMIC_DISPATCH(RunMomentsImpl)(t, x, n, f64, mean, m2);
 }
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
               void* y) {

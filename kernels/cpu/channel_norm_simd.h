@@ -1,7 +1,8 @@
 // SIMD primitives of the per-channel ops (BatchNorm, GroupNorm, InstanceNorm), dispatched
-// at run time to the best Highway target. Sums are in double; outputs are computed in
-// double and rounded once. Stateless apart from per-thread scratch; safe to call
-// concurrently on disjoint outputs.
+// at run time to the best Highway target. Column sums are in double, run statistics in
+// double or in fp32 blocks (row_pass-inl.h); outputs are computed in fp32 from the mean
+// split in two floats, as docs/semantics.md's accuracy rule allows. Stateless apart from per-thread
+// scratch; safe to call concurrently on disjoint outputs.
 #ifndef NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
 #define NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
 
@@ -11,8 +12,10 @@
 
 namespace normd::kernels::cpu {
 
-// Mean and sum of squared deviations of n contiguous elements.
-void RunMoments(DType t, const void* x, int64_t n, double* mean, double* m2);
+// Mean and sum of squared deviations of n contiguous elements. `f64`: centred sums in
+// double, for statistics that are outputs (BatchNorm's mean and variance, held to the F32
+// rule); else fp32 blocks, within ~2^-22 (GroupNorm, InstanceNorm).
+void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2);
 
 // y[i] = (x[i] - mean) * scale + shift over n contiguous elements.
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
