@@ -44,12 +44,26 @@ def torch_case(op, dtype, shape):
     dims = [int(d) for d in shape.split("x")]
     t = DT[dtype]
     x = torch.randn(dims, dtype=torch.float32).to(t)
-    if op in ("layer_norm", "rms_norm", "l2_norm", "fused_add_rms_norm", "qk_norm"):
+    if op in ("layer_norm", "rms_norm", "l2_norm", "fused_add_rms_norm", "qk_norm", "rms_norm_gemma",
+              "rms_norm_partial", "rms_norm_hf", "fused_add_layer_norm", "layer_norm_then_add"):
         d = dims[-1]
         w = torch.randn(d, dtype=t)
         b = torch.randn(d, dtype=t)
         if op == "layer_norm":
             return lambda: F.layer_norm(x, (d,), w, b, 1e-5)
+        if op in ("fused_add_layer_norm", "layer_norm_then_add"):
+            s = torch.randn(dims, dtype=torch.float32).to(t)
+            if op == "fused_add_layer_norm":
+                def add_then_norm():
+                    h = x + s
+                    return F.layer_norm(h, (d,), w, b, 1e-5), h
+                return add_then_norm
+            return lambda: F.layer_norm(x, (d,), w, b, 1e-5) + s
+        if op == "rms_norm_gemma":  # Gemma: (1 + w)
+            return lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(t) * (1 + w)
+        if op == "rms_norm_partial":  # statistics over the first quarter
+            p = d // 4
+            return lambda: (x.float() * torch.rsqrt(x[..., :p].float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(t) * w
         if op == "l2_norm":
             return lambda: F.normalize(x, p=2.0, dim=-1)
         if op == "fused_add_rms_norm":
@@ -66,6 +80,8 @@ def torch_case(op, dtype, shape):
                 for v in (x, k):
                     (v.float() * torch.rsqrt(v.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(t) * w
             return qk
+        # rms_norm and rms_norm_hf: LlamaRMSNorm's order (the fp32 product cast to the input's
+        # dtype, then the weight).
         return lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(t) * w
     channels_last = shape == "32x56x56x64"
     if channels_last:

@@ -27,10 +27,7 @@ const float* F32Param(const ConstTensor& t, int64_t n, float offset, Scratch* sc
     scratch->capacity = size;
   }
   float* out = scratch->data.get();
-  cpu::WidenToF32(t.dtype, t.data, n, out);
-  if (offset != 0.0f) {
-    for (int64_t i = 0; i < n; ++i) out[i] += offset;
-  }
+  cpu::WidenToF32(t.dtype, t.data, n, offset, out);
   return out;
 }
 

@@ -258,8 +258,13 @@ void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* sc
   RowStats(a, row.get(), sum, stat_cols, mean, scale);
 }
 
-void WidenToF32Impl(DType t, const void* src, int64_t n, float* dst) {
+void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* dst) {
   PickLoadRow(t, Stat::kNone, false, false)(src, nullptr, 0, n, dst, 0, nullptr, nullptr);
+  if (offset == 0.0f) return;
+  const D d;
+  const V vo = hn::Set(d, offset);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < n; i += N) hn::Store(hn::Add(hn::Load(d, dst + i), vo), d, dst + i);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -278,8 +283,8 @@ void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scal
   HWY_DYNAMIC_DISPATCH(RowStatisticsImpl)(a, row, mean, scale);
 }
 
-void WidenToF32(DType t, const void* src, int64_t n, float* dst) {
-  HWY_DYNAMIC_DISPATCH(WidenToF32Impl)(t, src, n, dst);
+void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst) {
+  HWY_DYNAMIC_DISPATCH(WidenToF32Impl)(t, src, n, offset, dst);
 }
 
 void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {

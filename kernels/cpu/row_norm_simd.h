@@ -26,9 +26,10 @@ void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
 // 1/rms, 1/norm). For tests of docs/semantics.md's rule on the statistics themselves.
 void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale);
 
-// dst[0, n) <- src widened to fp32 (exactly), zero-padded to a whole vector.
-// REQUIRES: dst has room for n + kRowPad floats.
-void WidenToF32(DType t, const void* src, int64_t n, float* dst);
+// dst[0, n) <- src widened to fp32 (exactly) plus `offset` (one fp32 addition), padded to a
+// whole vector (the padding is zero when offset is).
+// REQUIRES: dst has room for n + kRowPad floats, and is aligned as AllocateAligned's.
+void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst);
 
 // Floats of padding every row buffer needs past `cols`.
 inline constexpr int64_t kRowPad = 64;
