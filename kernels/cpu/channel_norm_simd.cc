@@ -70,19 +70,110 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
   }
 }
 
-template <DType kT>
-void ColumnSumsT(const void* x, int64_t rows, int64_t cols, double* sum) {
+// Column statistics keep their accumulators in registers: columns go in groups of up to
+// four vectors, and each group walks every row (the block is in L2). Loading and storing
+// double accumulators per row made these passes a third of channels-last GroupNorm.
+template <DType kT, int K>
+void ColumnSumsGroup(const void* x, int64_t rows, int64_t cols, int64_t c0, double* sum) {
   const D d;
   const DD dd;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  VD lo[K], hi[K];
+  for (int j = 0; j < K; ++j) lo[j] = hi[j] = hn::Zero(dd);
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* row = Offset(x, kT, r * cols + c0);
+    for (int j = 0; j < K; ++j) {
+      const V v = LoadAs<kT>(d, Offset(row, kT, j * N));
+      lo[j] = hn::Add(lo[j], WideLo(v));
+      hi[j] = hn::Add(hi[j], WideHi(v));
+    }
+  }
+  for (int j = 0; j < K; ++j) {
+    double* at = sum + c0 + j * N;
+    hn::StoreU(hn::Add(hn::LoadU(dd, at), lo[j]), dd, at);
+    if (H) hn::StoreU(hn::Add(hn::LoadU(dd, at + H), hi[j]), dd, at + H);
+  }
+}
+
+template <DType kT, int K>
+void ColumnSquaresGroup(const void* x, int64_t rows, int64_t cols, int64_t c0, const double* mean,
+                        double* m2) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  VD lo[K], hi[K], mlo[K], mhi[K];
+  for (int j = 0; j < K; ++j) {
+    lo[j] = hi[j] = hn::Zero(dd);
+    mlo[j] = hn::LoadU(dd, mean + c0 + j * N);
+    mhi[j] = H ? hn::LoadU(dd, mean + c0 + j * N + H) : hn::Zero(dd);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* row = Offset(x, kT, r * cols + c0);
+    for (int j = 0; j < K; ++j) {
+      const V v = LoadAs<kT>(d, Offset(row, kT, j * N));
+      const VD a = hn::Sub(WideLo(v), mlo[j]);
+      lo[j] = hn::MulAdd(a, a, lo[j]);
+      if (H) {
+        const VD b = hn::Sub(WideHi(v), mhi[j]);
+        hi[j] = hn::MulAdd(b, b, hi[j]);
+      }
+    }
+  }
+  for (int j = 0; j < K; ++j) {
+    double* at = m2 + c0 + j * N;
+    hn::StoreU(hn::Add(hn::LoadU(dd, at), lo[j]), dd, at);
+    if (H) hn::StoreU(hn::Add(hn::LoadU(dd, at + H), hi[j]), dd, at + H);
+  }
+}
+
+// Runs G<K> over the vector columns in groups of four vectors, the last group smaller.
+template <template <int> class G, class... A>
+void ByColumnGroups(int64_t vec_cols, int64_t N, A... args) {
+  for (int64_t c0 = 0; c0 < vec_cols; c0 += 4 * N) {
+    switch (std::min<int64_t>(4, (vec_cols - c0) / N)) {
+      case 4:
+        G<4>::Run(c0, args...);
+        break;
+      case 3:
+        G<3>::Run(c0, args...);
+        break;
+      case 2:
+        G<2>::Run(c0, args...);
+        break;
+      default:
+        G<1>::Run(c0, args...);
+        break;
+    }
+  }
+}
+
+template <DType kT>
+struct SumsOf {
+  template <int K>
+  struct G {
+    static void Run(int64_t c0, const void* x, int64_t rows, int64_t cols, double* sum) {
+      ColumnSumsGroup<kT, K>(x, rows, cols, c0, sum);
+    }
+  };
+};
+template <DType kT>
+struct SquaresOf {
+  template <int K>
+  struct G {
+    static void Run(int64_t c0, const void* x, int64_t rows, int64_t cols, const double* mean,
+                    double* m2) {
+      ColumnSquaresGroup<kT, K>(x, rows, cols, c0, mean, m2);
+    }
+  };
+};
+
+template <DType kT>
+void ColumnSumsT(const void* x, int64_t rows, int64_t cols, double* sum) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(D()));
   const int64_t vec_cols = cols / N * N;
+  ByColumnGroups<SumsOf<kT>::template G>(vec_cols, N, x, rows, cols, sum);
   for (int64_t r = 0; r < rows; ++r) {
     const void* row = Offset(x, kT, r * cols);
-    for (int64_t c = 0; c < vec_cols; c += N) {
-      const V v = LoadAs<kT>(d, Offset(row, kT, c));
-      hn::StoreU(hn::Add(hn::LoadU(dd, sum + c), WideLo(v)), dd, sum + c);
-      if (H) hn::StoreU(hn::Add(hn::LoadU(dd, sum + c + H), WideHi(v)), dd, sum + c + H);
-    }
     for (int64_t c = vec_cols; c < cols; ++c) sum[c] += LoadElement(kT, row, c);
   }
 }
@@ -90,21 +181,11 @@ void ColumnSumsT(const void* x, int64_t rows, int64_t cols, double* sum) {
 template <DType kT>
 void ColumnCenteredSquaresT(const void* x, int64_t rows, int64_t cols, const double* mean,
                             double* m2) {
-  const D d;
-  const DD dd;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), H = HiOffset();
+  const int64_t N = static_cast<int64_t>(hn::Lanes(D()));
   const int64_t vec_cols = cols / N * N;
+  ByColumnGroups<SquaresOf<kT>::template G>(vec_cols, N, x, rows, cols, mean, m2);
   for (int64_t r = 0; r < rows; ++r) {
     const void* row = Offset(x, kT, r * cols);
-    for (int64_t c = 0; c < vec_cols; c += N) {
-      const V v = LoadAs<kT>(d, Offset(row, kT, c));
-      const VD lo = hn::Sub(WideLo(v), hn::LoadU(dd, mean + c));
-      hn::StoreU(hn::MulAdd(lo, lo, hn::LoadU(dd, m2 + c)), dd, m2 + c);
-      if (H) {
-        const VD hi = hn::Sub(WideHi(v), hn::LoadU(dd, mean + c + H));
-        hn::StoreU(hn::MulAdd(hi, hi, hn::LoadU(dd, m2 + c + H)), dd, m2 + c + H);
-      }
-    }
     for (int64_t c = vec_cols; c < cols; ++c) {
       const double dv = LoadElement(kT, row, c) - mean[c];
       m2[c] += dv * dv;
