@@ -104,6 +104,17 @@ void SetChannels(Checked& c, const v1::Tensor& x, v1::Layout layout, Args* a) {
   a->x = c.View(true, x, "input");
 }
 
+// Adds an output that sums terms after normalizing: its values, each element's magnitude M
+// and, under cast_before_weight, the values with the other intermediate rounding.
+template <class Result>
+void AddOutput(ResponseField f, Result& r, Reference* out) {
+  out->tensors.emplace_back(f, std::move(r.y));
+  out->magnitudes[f] = std::move(r.magnitude);
+  if constexpr (requires { r.y_alt; }) {
+    if (!r.y_alt.empty()) out->alternatives[f] = std::move(r.y_alt);
+  }
+}
+
 }  // namespace
 
 const char* FieldName(ResponseField f) {
@@ -187,9 +198,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.eps_placement = Eps(p.eps_placement());
       if (!c.error().ok()) return c.error();
       ref::RowNormResult r = ref::RowNorm(a);
-      out.tensors.emplace_back(F::kOutput, std::move(r.y));
-      out.magnitudes[F::kOutput] = std::move(r.magnitude);
-      if (!r.y_alt.empty()) out.alternatives[F::kOutput] = std::move(r.y_alt);
+      AddOutput(F::kOutput, r, &out);
       if (p.residual().return_sum()) out.tensors.emplace_back(F::kResidualSum, std::move(r.h));
       break;
     }
@@ -205,9 +214,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.cast_before_weight = p.cast_before_weight();
       if (!c.error().ok()) return c.error();
       ref::RowNormResult r = ref::RowNorm(a);
-      out.tensors.emplace_back(F::kOutput, std::move(r.y));
-      out.magnitudes[F::kOutput] = std::move(r.magnitude);
-      if (!r.y_alt.empty()) out.alternatives[F::kOutput] = std::move(r.y_alt);
+      AddOutput(F::kOutput, r, &out);
       if (p.residual().return_sum()) out.tensors.emplace_back(F::kResidualSum, std::move(r.h));
       break;
     }
@@ -217,8 +224,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.eps = Or(request.l2_norm().has_eps(), request.l2_norm().eps(), 1e-12);
       if (!c.error().ok()) return c.error();
       ref::RowNormResult r = ref::RowNorm(a);
-      out.tensors.emplace_back(F::kOutput, std::move(r.y));
-      out.magnitudes[F::kOutput] = std::move(r.magnitude);
+      AddOutput(F::kOutput, r, &out);
       break;
     }
     case v1::NormalizeRequest::kQkNorm: {
@@ -241,8 +247,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
         a.weight = c.View(has_w, *w, "qk_norm weight", LastDim(*t));
         if (!c.error().ok()) return c.error();
         ref::RowNormResult r = ref::RowNorm(a);
-        out.tensors.emplace_back(field, std::move(r.y));
-        out.magnitudes[field] = std::move(r.magnitude);
+        AddOutput(field, r, &out);
       }
       break;
     }
@@ -262,8 +267,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.eps = Or(p.has_eps(), p.eps(), 1e-5);
       if (!c.error().ok()) return c.error();
       ref::BatchNormResult r = ref::BatchNorm(a);
-      out.tensors.emplace_back(F::kOutput, std::move(r.y));
-      out.magnitudes[F::kOutput] = std::move(r.magnitude);
+      AddOutput(F::kOutput, r, &out);
       if (a.training) {
         out.tensors.emplace_back(F::kBatchMean, std::move(r.mean));
         out.tensors.emplace_back(F::kBatchVar, std::move(r.var));
@@ -285,8 +289,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
       a.eps = Or(p.has_eps(), p.eps(), 1e-5);
       if (!c.error().ok()) return c.error();
       ref::GroupNormResult r = ref::GroupNorm(a);
-      out.tensors.emplace_back(F::kOutput, std::move(r.y));
-      out.magnitudes[F::kOutput] = std::move(r.magnitude);
+      AddOutput(F::kOutput, r, &out);
       break;
     }
     case v1::NormalizeRequest::kInstanceNorm: {
@@ -302,8 +305,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
         a.eps = eps;
         if (!c.error().ok()) return c.error();
         ref::BatchNormResult r = ref::BatchNorm(a);
-        out.tensors.emplace_back(F::kOutput, std::move(r.y));
-        out.magnitudes[F::kOutput] = std::move(r.magnitude);
+        AddOutput(F::kOutput, r, &out);
       } else {  // per-instance statistics: GroupNorm with one channel a group
         kernels::GroupNormArgs a;
         SetChannels(c, x, p.layout(), &a);
@@ -313,8 +315,7 @@ absl::StatusOr<Reference> ComputeReference(const v1::NormalizeRequest& request) 
         a.eps = eps;
         if (!c.error().ok()) return c.error();
         ref::GroupNormResult r = ref::GroupNorm(a);
-        out.tensors.emplace_back(F::kOutput, std::move(r.y));
-        out.magnitudes[F::kOutput] = std::move(r.magnitude);
+        AddOutput(F::kOutput, r, &out);
       }
       break;
     }

@@ -39,7 +39,7 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    const double sum = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr, nullptr);
+    const double sum = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr);
     double m, m2;
     RowMoments(buf.get(), len, sum, f64, &m, &m2);
     acc.Merge(static_cast<double>(len), m, m2);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "hwy/aligned_allocator.h"
+#include "kernels/cpu/aligned_scratch.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
@@ -14,19 +14,10 @@ namespace {
 // The parameter as fp32 (plus `offset`): the caller's own array when it already is one,
 // else widened into `scratch` (a small call would otherwise spend as long widening its
 // weights as normalizing).
-struct Scratch {
-  hwy::AlignedFreeUniquePtr<float[]> data;
-  size_t capacity = 0;
-};
-const float* F32Param(const ConstTensor& t, int64_t n, float offset, Scratch* scratch) {
+const float* F32Param(const ConstTensor& t, int64_t n, float offset, cpu::AlignedScratch* scratch) {
   if (!t.present()) return nullptr;
   if (t.dtype == DType::kF32 && offset == 0.0f) return static_cast<const float*>(t.data);
-  const size_t size = static_cast<size_t>(n + cpu::kRowPad);
-  if (scratch->capacity < size) {
-    scratch->data = hwy::AllocateAligned<float>(size);
-    scratch->capacity = size;
-  }
-  float* out = scratch->data.get();
+  float* out = scratch->Reserve(static_cast<size_t>(n + cpu::kRowPad));
   cpu::WidenToF32(t.dtype, t.data, n, offset, out);
   return out;
 }
@@ -64,7 +55,7 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   segs.reserve(segments.size());
   // Widened parameters, kept by this thread for its next call: two arrays per segment.
   // The calling thread waits in ParallelFor, so nothing else uses them meanwhile.
-  thread_local std::vector<Scratch> scratch;
+  thread_local std::vector<cpu::AlignedScratch> scratch;
   if (scratch.size() < 2 * segments.size()) scratch.resize(2 * segments.size());
   int64_t rows = 0, elements = 0, out_bytes = 0;
   DType in = DType::kF32, out = DType::kF32;

@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
+#include "kernels/cpu/aligned_scratch.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
 #include "kernels/cpu/thread_pool.h"
@@ -194,29 +195,31 @@ void RowStats(const RowNormArgs& a, const float* row, double sum, int64_t stat_c
   }
 }
 
+// Elements entering a row's statistic (RMSNorm's partial_fraction), and the statistic.
+int64_t StatCols(const RowNormArgs& a) {
+  return a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, a.cols) : a.cols;
+}
+Stat StatOf(const RowNormArgs& a) {
+  return a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares;
+}
+
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
-  const size_t capacity = static_cast<size_t>(cols + kRowPad);
-  thread_local hwy::AlignedFreeUniquePtr<float[]> row;
-  thread_local size_t row_capacity = 0;
-  if (row_capacity < capacity) {
-    row = hwy::AllocateAligned<float>(capacity);
-    row_capacity = capacity;
-  }
+  thread_local AlignedScratch scratch;
+  float* row = scratch.Reserve(static_cast<size_t>(cols + kRowPad));
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
   const bool norm_then_add = a.residual == ResidualPlacement::kNormThenAdd;
-  const int64_t stat_cols =
-      a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, cols) : cols;
+  const int64_t stat_cols = StatCols(a);
+  const DType t = a.x.dtype;
   Epilogue e;
   // cast_before_weight rounds to the input's dtype, a no-op for F32.
-  const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight && a.x.dtype != DType::kF32;
+  const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight && t != DType::kF32;
   e.weight = p.weight;
   e.bias = p.bias;
   e.alpha = static_cast<float>(a.alpha);
-  const DType t = a.x.dtype;
+  e.prefetch_size = ElementSize(t);
 
-  const Stat stat = a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares;
-  const LoadRowFn load = PickLoadRow(t, stat, add_then_norm, a.h.present());
+  const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present());
   const EpilogueStoreFn epilogue =
       PickEpilogueStore(a.y.dtype, t, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -226,19 +229,18 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     e.prefetch = p.stream && r + 1 < row_end
                      ? static_cast<const char*>(Offset(a.x.data, t, base + cols))
                      : nullptr;
-    e.prefetch_size = ElementSize(t);
     const double sum =
         load(Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
-             static_cast<float>(a.alpha), cols, row.get(), stat_cols,
-             a.h.present() ? Offset(a.h.data, t, base) : nullptr, nullptr);
+             static_cast<float>(a.alpha), cols, row, stat_cols,
+             a.h.present() ? Offset(a.h.data, t, base) : nullptr);
     double mean, scale;
-    RowStats(a, row.get(), sum, stat_cols, &mean, &scale);
+    RowStats(a, row, sum, stat_cols, &mean, &scale);
     e.hi = static_cast<float>(mean);
     e.lo = static_cast<float>(mean - e.hi);
     e.scale = static_cast<float>(scale);
     if (norm_then_add) e.skip = Offset(a.skip.data, t, base);
     void* y = Offset(a.y.data, a.y.dtype, base);
-    epilogue(row.get(), cols, e, y, p.stream);
+    epilogue(row, cols, e, y, p.stream);
   }
   if (p.stream) hwy::FlushStream();
 }
@@ -247,19 +249,16 @@ void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* sc
   const int64_t cols = a.cols;
   auto row = hwy::AllocateAligned<float>(static_cast<size_t>(cols + kRowPad));
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
-  const int64_t stat_cols =
-      a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, cols) : cols;
+  const int64_t stat_cols = StatCols(a);
   const DType t = a.x.dtype;
-  const LoadRowFn load = PickLoadRow(
-      t, a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares, add_then_norm, false);
-  const double sum = load(
+  const double sum = PickLoadRow(t, StatOf(a), add_then_norm, false)(
       Offset(a.x.data, t, r * cols), add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr,
-      static_cast<float>(a.alpha), cols, row.get(), stat_cols, nullptr, nullptr);
+      static_cast<float>(a.alpha), cols, row.get(), stat_cols, nullptr);
   RowStats(a, row.get(), sum, stat_cols, mean, scale);
 }
 
 void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* dst) {
-  PickLoadRow(t, Stat::kNone, false, false)(src, nullptr, 0, n, dst, 0, nullptr, nullptr);
+  PickLoadRow(t, Stat::kNone, false, false)(src, nullptr, 0, n, dst, 0, nullptr);
   if (offset == 0.0f) return;
   const D d;
   const V vo = hn::Set(d, offset);

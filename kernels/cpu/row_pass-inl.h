@@ -37,7 +37,7 @@ enum class Stat { kNone, kSum, kSumOfSquares };
 // (|x| beyond ~1e19 or below ~1e-19) is redone in double by the caller (SumOfSquaresF64).
 template <DType kT, Stat kStat, bool kSkip, bool kH>
 double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
-               void* h, const void* prefetch) {
+               void* h) {
   constexpr DType t = kT, ht = kT;
   constexpr Stat stat = kStat;
   const D d;
@@ -46,7 +46,6 @@ double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* b
   VD s0 = hn::Zero(dd), s1 = hn::Zero(dd);
   const V va = hn::Set(d, alpha);
   const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    if (prefetch != nullptr) hwy::Prefetch(static_cast<const char*>(Offset(prefetch, t, i)));
     V v = LoadAs<t>(d, Offset(x, t, i));
     if constexpr (kSkip) v = hn::MulAdd(va, LoadAs<t>(d, Offset(skip, t, i)), v);
     if constexpr (kH) StoreAs<ht>(d, v, Offset(h, ht, i));
@@ -104,7 +103,7 @@ double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* b
 }
 
 using LoadRowFn = double (*)(const void* x, const void* skip, float alpha, int64_t n, float* buf,
-                             int64_t m, void* h, const void* prefetch);
+                             int64_t m, void* h);
 
 template <DType kT, Stat kStat>
 LoadRowFn PickLoadRow(bool skip, bool h) {
@@ -188,16 +187,15 @@ inline double CenteredSumsF64(const float* buf, int64_t n, double mean, double* 
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const VD vm = hn::Set(dd, mean);
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
   for (int64_t i = 0; i < n; i += N) {
-    V v = hn::Load(d, buf + i);
-    if (i + N > n) v = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)), v);
+    const V v = hn::Load(d, buf + i);
     VD l = hn::Sub(WideLo(v), vm), h = hn::Sub(WideHi(v), vm);
-    if (i + N > n) {
-      // Lanes past n are zero, and count nothing.
-      const auto live = hn::FirstN(d, static_cast<size_t>(n - i));
-      const V ones = hn::IfThenElseZero(live, hn::Set(d, 1.0f));
-      l = hn::Mul(l, WideLo(ones));
-      h = hn::Mul(h, WideHi(ones));
+    if (i + N > n) {  // the last vector: lanes past n count nothing
+      const int64_t live = n - i;
+      l = hn::IfThenElseZero(hn::FirstN(dd, static_cast<size_t>(std::min(live, half))), l);
+      h = hn::IfThenElseZero(hn::FirstN(dd, static_cast<size_t>(std::max<int64_t>(live - half, 0))),
+                             h);
     }
     s0 = hn::Add(s0, l);
     a0 = hn::MulAdd(l, l, a0);

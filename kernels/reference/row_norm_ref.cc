@@ -30,11 +30,9 @@ void ReadRow(const RowNormArgs& a, int64_t r, std::vector<double>* row) {
 double OtherRounding(DType t, double n, double rounded) {
   const double none = std::numeric_limits<double>::quiet_NaN();
   if (t == DType::kF32 || !std::isfinite(n) || n == rounded) return none;
-  const auto bits = [t](float v) { return t == DType::kF16 ? F16FromF32(v) : BF16FromF32(v); };
-  const auto value = [t](uint16_t b) { return t == DType::kF16 ? F32FromF16(b) : F32FromBF16(b); };
-  const uint16_t b = bits(static_cast<float>(rounded));
+  const uint16_t b = HalfBits(t, static_cast<float>(rounded));
   for (int delta : {-1, 1}) {
-    const double cand = value(static_cast<uint16_t>(b + delta));
+    const double cand = HalfValue(t, static_cast<uint16_t>(b + delta));
     if (!std::isfinite(cand) || (cand - rounded) * (n - rounded) <= 0) continue;
     const double boundary = (cand + rounded) / 2;
     if (std::fabs(n - boundary) <= 0x1p-20 * std::fabs(n)) return cand;

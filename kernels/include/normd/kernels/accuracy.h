@@ -23,22 +23,20 @@ inline float RoundDouble(DType t, double d) {
   const float f = static_cast<float>(d);
   const float r = RoundTo(t, f);
   // Check the representable neighbours of r: rounding via float may have moved a tie.
-  auto bits = [t](float v) { return t == DType::kF16 ? F16FromF32(v) : BF16FromF32(v); };
-  auto value = [t](uint16_t b) { return t == DType::kF16 ? F32FromF16(b) : F32FromBF16(b); };
-  const uint16_t b = bits(r);
+  const uint16_t b = HalfBits(t, r);
   float best = r;
   for (int delta : {-1, 1}) {
-    const float cand = value(static_cast<uint16_t>(b + delta));
+    const float cand = HalfValue(t, static_cast<uint16_t>(b + delta));
     if (std::isnan(cand) || std::isinf(r)) continue;
     const double dc = std::fabs(cand - d), db = std::fabs(best - d);
-    if (dc < db || (dc == db && (bits(cand) & 1) == 0)) best = cand;
+    if (dc < db || (dc == db && (HalfBits(t, cand) & 1) == 0)) best = cand;
   }
   return best;
 }
 
 // Signed-magnitude bits mapped onto a line, so neighbouring values differ by one.
 inline int64_t OrderedBits(DType t, float v) {
-  const uint16_t b = t == DType::kF16 ? F16FromF32(v) : BF16FromF32(v);
+  const uint16_t b = HalfBits(t, v);
   return (b & 0x8000) ? -static_cast<int64_t>(b & 0x7fff) : static_cast<int64_t>(b);
 }
 

@@ -72,6 +72,14 @@ inline uint16_t F16FromF32(float f) {
   return sign | static_cast<uint16_t>(m >> 13);
 }
 
+// The 16-bit pattern of f rounded to t (F16 or BF16), and the value of such a pattern.
+inline uint16_t HalfBits(DType t, float f) {
+  return t == DType::kF16 ? F16FromF32(f) : BF16FromF32(f);
+}
+inline float HalfValue(DType t, uint16_t b) {
+  return t == DType::kF16 ? F32FromF16(b) : F32FromBF16(b);
+}
+
 // Reads element i of a little-endian buffer of type t as float (exact).
 inline float LoadElement(DType t, const void* data, int64_t i) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -82,7 +90,7 @@ inline float LoadElement(DType t, const void* data, int64_t i) {
   }
   uint16_t h;
   std::memcpy(&h, p + 2 * i, 2);
-  return t == DType::kF16 ? F32FromF16(h) : F32FromBF16(h);
+  return HalfValue(t, h);
 }
 
 // Writes f rounded (nearest even) to type t as element i.
@@ -92,14 +100,14 @@ inline void StoreElement(DType t, void* data, int64_t i, float f) {
     std::memcpy(p + 4 * i, &f, 4);
     return;
   }
-  const uint16_t h = t == DType::kF16 ? F16FromF32(f) : BF16FromF32(f);
+  const uint16_t h = HalfBits(t, f);
   std::memcpy(p + 2 * i, &h, 2);
 }
 
 // Rounds f to the nearest value representable in t (f itself for F32).
 inline float RoundTo(DType t, float f) {
   if (t == DType::kF32) return f;
-  return t == DType::kF16 ? F32FromF16(F16FromF32(f)) : F32FromBF16(BF16FromF32(f));
+  return HalfValue(t, HalfBits(t, f));
 }
 
 }  // namespace normd::kernels
