@@ -15,19 +15,24 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 
-// Value of 'key' in the header dict, up to the next top-level comma or brace.
+// Value of 'key' in the header dict, up to the next top-level comma or brace. A header that
+// ends early (a file cut short, or not written by NumPy) is INVALID_ARGUMENT.
 absl::StatusOr<std::string> DictValue(const std::string& header, const std::string& key,
                                       const std::string& what) {
   const size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos)
+  const size_t colon = k == std::string::npos ? k : header.find(':', k);
+  if (colon == std::string::npos)
     return absl::InvalidArgumentError(absl::StrCat(what, ": .npy header has no '", key, "'"));
-  size_t p = header.find(':', k) + 1;
+  size_t p = colon + 1;
   while (p < header.size() && header[p] == ' ') ++p;
   size_t end = p;
-  if (header[p] == '(') {
-    end = header.find(')', p) + 1;
-  } else if (header[p] == '\'') {
-    end = header.find('\'', p + 1) + 1;
+  if (p < header.size() && (header[p] == '(' || header[p] == '\'')) {
+    end = header.find(header[p] == '(' ? ')' : '\'', p + 1);
+    if (end == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": .npy header's '", key, "' is not closed"));
+    }
+    ++end;
   } else {
     while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
   }
@@ -41,6 +46,10 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
     return absl::InvalidArgumentError(absl::StrCat(what, ": not a .npy file"));
   }
   const int major = static_cast<unsigned char>(bytes[6]);
+  if (major < 1 || major > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": .npy format version ", major, " not supported (expected 1, 2 or 3)"));
+  }
   size_t header_len, offset;
   if (major == 1) {
     header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
@@ -72,11 +81,24 @@ absl::StatusOr<HostTensor> ParseNpy(const std::string& bytes, const std::string&
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &d)) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": bad shape ", *shape_text));
     }
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": bad shape ", *shape_text));
     t.shape.push_back(d);
   }
   if (t.shape.empty()) t.shape.push_back(1);  // a 0-d array travels as [1]
   const std::string data = bytes.substr(offset + header_len);
-  const int64_t n = t.numel();
+  // The element count. The dims other than zeros must multiply within 2^48 (far more
+  // elements than a file holds), so that no product here or in HostTensor::numel()
+  // overflows even when a zero dim makes the tensor empty.
+  int64_t nonzero = 1;
+  bool empty = false;
+  for (int64_t d : t.shape) {
+    if (d == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(nonzero, d, &nonzero) || nonzero > (int64_t{1} << 48)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", *shape_text, " too large"));
+    }
+  }
+  const int64_t n = empty ? 0 : nonzero;
   if (*descr == "'<f4'" || *descr == "'<f2'") {
     t.dtype = *descr == "'<f4'" ? DType::kF32 : DType::kF16;
     if (static_cast<int64_t>(data.size()) != n * ElementSize(t.dtype)) {

@@ -18,6 +18,9 @@ if [[ ${1:-} == --test ]]; then
   # The operations tests: openssl certificates, the container image (podman, debootstrap,
   # jq), the manifests (kubectl kustomize, yamllint).
   packages+=(openssl podman buildah debootstrap jq yamllint)
+  # The hardening suites (scripts/test-hardened.sh): clang with its sanitizer and
+  # libFuzzer runtimes.
+  packages+=(clang-14 libclang-rt-14-dev)
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 

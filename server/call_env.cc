@@ -28,6 +28,16 @@ absl::StatusOr<std::unique_ptr<Work>> MakeWork(const CallEnv& env,
   return work;
 }
 
+absl::Status ReserveFor(MemoryBudget* budget, size_t message_bytes,
+                        MemoryBudget::Reservation* reservation) {
+  if (budget == nullptr) return absl::OkStatus();
+  absl::StatusOr<MemoryBudget::Reservation> r =
+      budget->Reserve(2 * static_cast<int64_t>(message_bytes));
+  if (!r.ok()) return r.status();
+  *reservation = *std::move(r);
+  return absl::OkStatus();
+}
+
 void SetTiming(const WorkResult& result, absl::Time start, v1::NormalizeResponse* response) {
   response->set_backend(result.backend == kernels::BackendKind::kCuda ? v1::BACKEND_CUDA
                                                                       : v1::BACKEND_CPU);

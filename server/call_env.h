@@ -17,6 +17,7 @@
 #include "normd/scheduling/scheduler.h"
 #include "normd/v1/normd.pb.h"
 #include "server/auth.h"
+#include "server/memory_budget.h"
 #include "server/metrics/metrics.h"
 #include "server/shared_memory.h"
 #include "server/tensor_checks.h"
@@ -33,9 +34,10 @@ struct ServiceOptions {
 
 struct CallEnv {
   Scheduler* scheduler = nullptr;
-  metrics::Metrics* metrics = nullptr;       // every answered request is recorded here
-  const TokenAuthenticator* auth = nullptr;  // null: no token required
+  metrics::Metrics* metrics = nullptr;            // every answered request is recorded here
+  const TokenAuthenticator* auth = nullptr;       // null: no token required
   SharedMemoryRegistry* shared_memory = nullptr;  // null: --no-shared-memory
+  MemoryBudget* memory = nullptr;                 // null: no budget (tests)
   ServiceOptions options;
 };
 
@@ -46,6 +48,14 @@ absl::StatusOr<std::unique_ptr<Work>> MakeWork(const CallEnv& env,
                                                const v1::NormalizeRequest& request,
                                                v1::NormalizeResponse* response, absl::Time deadline,
                                                const std::atomic<bool>* cancelled);
+
+// The budget's reservation for a request whose message is `message_bytes` long, taken
+// before it is parsed: the parsed copy and, until MakeWork says exactly, as much again for
+// its outputs. OK without a budget.
+absl::Status ReserveFor(MemoryBudget* budget, size_t message_bytes,
+                        MemoryBudget::Reservation* reservation);
+// What a built Work holds until its answer is sent: its request and response messages.
+inline int64_t HeldBytes(const Work& work) { return work.bytes; }
 
 // Fills response.backend and response.timing from a Work that ran; `start` is when the
 // call received the request.

@@ -58,6 +58,10 @@ const std::vector<Flag>& Flags() {
        [](const Value& v, ServerConfig* c) { c->server.scheduler.max_queue_requests = v.i; }, 1},
       {"max-queue-bytes", Kind::kSize, "1GiB", "bytes queued per backend before UNAVAILABLE",
        [](const Value& v, ServerConfig* c) { c->server.scheduler.max_queue_bytes = v.i; }, 1},
+      {"max-memory", Kind::kSize, "0",
+       "memory budget of requests in progress, gRPC's buffers included; beyond it calls wait "
+       "or get RESOURCE_EXHAUSTED; 0: half the container's memory limit, or the machine's",
+       [](const Value& v, ServerConfig* c) { c->server.max_memory = v.i; }, 0},
       {"batch-max-rows", Kind::kInt, "8192",
        "rows one batched backend run may hold; 1 turns batching off",
        [](const Value& v, ServerConfig* c) { c->server.scheduler.batch_max_rows = v.i; }, 1},

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "normd/kernels/cpu_backend.h"
@@ -97,6 +98,16 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, *credentials, &s->port_);
+  // One budget, two halves (memory_budget.h): gRPC's quota bounds what it buffers while
+  // messages arrive (it shrinks flow-control windows under pressure, then refuses streams
+  // with RESOURCE_EXHAUSTED), normd's bounds what requests hold once handed over.
+  const int64_t budget = options.max_memory > 0 ? options.max_memory : DefaultMemoryBudget();
+  grpc::ResourceQuota quota("normd");
+  quota.Resize(static_cast<size_t>(budget / 2));
+  builder.SetResourceQuota(quota);
+  s->memory_ = std::make_unique<MemoryBudget>(budget - budget / 2);
+  s->env_.memory = s->memory_.get();
+  s->trimmer_ = std::make_unique<MemoryTrimmer>(s->memory_.get(), absl::Seconds(1));
   SetConnectionArguments(options.connections, &builder);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
@@ -154,12 +165,14 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
                     b->kind() == kernels::BackendKind::kCuda ? "cuda [" : "cpu [", b->device(),
                     "]");
   }
-  spdlog::info("normd listening on {} (port {}), {}, {} transport thread(s), backends: {}",
-               options.listen, s->port_,
-               options.tls.cert_file.empty()        ? "plaintext"
-               : options.tls.client_ca_file.empty() ? "TLS"
-                                                    : "mutual TLS",
-               threads, backends_desc);
+  spdlog::info(
+      "normd listening on {} (port {}), {}, {} transport thread(s), memory budget {} MiB, "
+      "backends: {}",
+      options.listen, s->port_,
+      options.tls.cert_file.empty()        ? "plaintext"
+      : options.tls.client_ca_file.empty() ? "TLS"
+                                           : "mutual TLS",
+      threads, budget >> 20, backends_desc);
   return s;
 }
 

@@ -22,6 +22,8 @@
 #include "server/calls.h"
 #include "server/health_service.h"
 #include "server/log_summary.h"
+#include "server/memory_budget.h"
+#include "server/memory_trim.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/tls.h"
@@ -44,6 +46,10 @@ struct ServerOptions {
   bool enable_shared_memory = true;
   // Tests only: the backends to serve with instead of the machine's.
   std::vector<std::shared_ptr<kernels::Backend>> backends;
+  // The memory budget (memory_budget.h), in bytes; 0: DefaultMemoryBudget(). Half goes to
+  // gRPC's ResourceQuota (messages being received), half to requests handed over (parsed
+  // requests, outputs, responses until sent).
+  int64_t max_memory = 0;
   // How long Shutdown lets accepted calls finish before cancelling them.
   absl::Duration shutdown_timeout = absl::Seconds(10);
   // HOST:PORT of the Prometheus /metrics endpoint; empty: none (metrics are recorded
@@ -85,6 +91,7 @@ class NormServer {
   // The /metrics text as a scrape would read it now.
   std::string MetricsText() const;
   SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
+  const MemoryBudget& memory_budget() const { return *memory_; }
   void Wait() { server_->Wait(); }
   // Health NOT_SERVING for "" and every service, at once; calls are still accepted and
   // served (the drain delay: balancers and probes notice first). Idempotent.
@@ -102,6 +109,8 @@ class NormServer {
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<TokenAuthenticator> auth_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when off
+  std::unique_ptr<MemoryBudget> memory_;
+  std::unique_ptr<MemoryTrimmer> trimmer_;
   CallEnv env_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   AsyncService service_;

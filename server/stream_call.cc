@@ -81,7 +81,15 @@ class StreamCall final {
     // large message does not hold up the write side.
     if (slot != nullptr) {
       slot->start = absl::Now();
-      slot->parsed = ParseRequest(&read_buffer_, &slot->request);
+      // The memory budget before the copy (memory_budget.h); refused: this request's
+      // answer carries RESOURCE_EXHAUSTED and the stream goes on.
+      slot->parsed = ReserveFor(env_.memory, read_buffer_.Length(), &slot->memory);
+      if (slot->parsed.ok()) {
+        slot->parsed = ParseRequest(&read_buffer_, &slot->request);
+      } else {
+        read_buffer_.Clear();
+        slot->request.Clear();
+      }
     }
     {
       absl::MutexLock l(&mu_);
@@ -127,10 +135,11 @@ class StreamCall final {
     Request request;
     Response response;
     absl::Time start;
-    uint64_t work_id = 0;     // while in the scheduler
-    bool submitting = false;  // Submit has not returned: not to be written yet
-    bool ready = false;       // response complete
-    absl::Status parsed;      // of the message into `request`
+    MemoryBudget::Reservation memory;  // released once the response is written
+    uint64_t work_id = 0;              // while in the scheduler
+    bool submitting = false;           // Submit has not returned: not to be written yet
+    bool ready = false;                // response complete
+    absl::Status parsed;               // of the message into `request`
   };
 
   // Answers `slot` at once (echo, bad request) or hands it to the scheduler.
@@ -149,6 +158,11 @@ class StreamCall final {
     }
     absl::StatusOr<std::unique_ptr<Work>> work =
         MakeWork(env_, slot->request, &slot->response, deadline_, &cancelled_);
+    if (work.ok()) {
+      if (absl::Status s = slot->memory.Grow(HeldBytes(**work) - slot->memory.bytes()); !s.ok()) {
+        work = s;
+      }
+    }
     if (!work.ok()) {
       SetError(work.status(), slot);
       Record(slot, work.status(), nullptr);
@@ -209,6 +223,7 @@ class StreamCall final {
   void Recycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::unique_ptr<Slot> done = std::move(slots_.front());
     slots_.pop_front();
+    done->memory.Release();
     if (spare_.size() < 2) spare_.push_back(std::move(done));
   }
   std::unique_ptr<Slot> NewSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -112,6 +112,11 @@ class NormalizeCall final : public UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>
   void Handle() override {
     start_ = absl::Now();
     const CallEnv& env = *at_.env;
+    // The memory budget first, before the message is copied into message_ (memory_budget.h).
+    if (absl::Status s = ReserveFor(env.memory, request_.Length(), &memory_); !s.ok()) {
+      Answer(s, nullptr);
+      return;
+    }
     if (absl::Status s = ParseRequest(&request_, &message_); !s.ok()) {
       Answer(s, nullptr);
       return;
@@ -120,6 +125,10 @@ class NormalizeCall final : public UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>
         MakeWork(env, message_, &answer_, CallDeadline(context_), &cancelled_);
     if (!work.ok()) {
       Answer(work.status(), nullptr);
+      return;
+    }
+    if (absl::Status s = memory_.Grow(HeldBytes(**work) - memory_.bytes()); !s.ok()) {
+      Answer(s, nullptr);
       return;
     }
     (*work)->done = [this](const absl::Status& status, const WorkResult& result) {
@@ -162,6 +171,7 @@ class NormalizeCall final : public UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>
     }
   }
 
+  MemoryBudget::Reservation memory_;    // released when the call is deleted (answer sent)
   v1::NormalizeRequest message_;        // request_, parsed
   v1::NormalizeResponse answer_;        // serialized into response_ when answered
   std::atomic<bool> cancelled_{false};  // read by the scheduler's executors

@@ -21,7 +21,8 @@ gtest_discover_tests(client_test DISCOVERY_TIMEOUT 60)
 
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
   integration/error_codes_test.cc integration/retry_test.cc
-  integration/transport_test.cc integration/chunked_call_test.cc integration/shared_memory_test.cc)
+  integration/transport_test.cc integration/chunked_call_test.cc integration/shared_memory_test.cc
+  integration/hostile_input_test.cc integration/fault_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(integration_test PRIVATE normd_transport normd_load normd_testing
   GTest::gtest_main)
@@ -32,10 +33,11 @@ gtest_discover_tests(integration_test DISCOVERY_TIMEOUT 60)
 #   conformance/: every op against PyTorch (conformance), normctl end to end (normctl);
 #   operations/:  configuration, JSON logs, metrics scraped by Debian's prometheus, the
 #                 drain on SIGTERM also under normbench load (operations); TLS, mutual TLS,
-#                 rotation and bearer tokens with openssl-made certificates (security).
+#                 rotation and bearer tokens with openssl-made certificates (security);
+#                 normbench (normbench); the memory budget under max-size requests (memory).
 set(NORMD_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch, numpy and grpcio")
 foreach(entry conformance/conformance conformance/normctl operations/operations
-              operations/security operations/normbench)
+              operations/security operations/normbench operations/memory)
   get_filename_component(dir ${entry} DIRECTORY)
   get_filename_component(suite ${entry} NAME)
   add_test(NAME python_${suite}
@@ -43,7 +45,7 @@ foreach(entry conformance/conformance conformance/normctl operations/operations
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${dir})
   set_tests_properties(python_${suite} PROPERTIES
     TIMEOUT 600
-    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_EXAMPLE_BIN=$<TARGET_FILE:normd-example>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "NORMD_BIN=$<TARGET_FILE:normd>;NORMCTL_BIN=$<TARGET_FILE:normctl>;NORMBENCH_BIN=$<TARGET_FILE:normbench>;NORMD_EXAMPLE_BIN=$<TARGET_FILE:normd-example>;NORMD_PROTO_DIR=${PROJECT_SOURCE_DIR}/proto;PYTHONDONTWRITEBYTECODE=1;NORMD_SANITIZE=${NORMD_SANITIZE}")
 endforeach()
 
 # The rejection benchmark's own checks, at a low rate and without reading its timings:

@@ -65,7 +65,9 @@ void AddRowCases(std::vector<BenchCase>* out) {
                                                 {4096, 4096}, {16384, 1024}, {1024, 65536}};
   for (const Op& op : ops) {
     for (DType t : kDtypes) {
-      for (auto [rows, cols] : shapes) {
+      for (const auto& shape : shapes) {
+        // Named copies: clang 14 cannot capture structured bindings in the lambdas below.
+        const int64_t rows = shape.first, cols = shape.second;
         struct State {
           std::unique_ptr<Buf> x, skip, y, h, w, b;
           RowNormArgs a;

@@ -62,7 +62,8 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   // always_inline: a call per vector would return it through memory.
   const auto compute = [&](int64_t i, const float* w, const float* b, const void* sk) HWY_ATTR
       __attribute__((always_inline)) {
-    V v = hn::Mul(hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo), vs);
+    // LoadU: after a streamed output's unaligned head, i is no multiple of the vector.
+    V v = hn::Mul(hn::Sub(hn::Sub(hn::LoadU(d, buf + i), vhi), vlo), vs);
     if constexpr (kCast) v = RoundTo(d, kIn, v);
     if constexpr (kW) v = hn::Mul(v, hn::LoadU(d, w));
     if constexpr (kB) v = hn::Add(v, hn::LoadU(d, b));
@@ -73,7 +74,9 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   const int64_t psize = e.prefetch_size;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
-    return compute(i, weight + i, bias + i, kS ? Offset(skip, kIn, i) : nullptr);
+    // No arithmetic on an absent (null) parameter: UB even when never read.
+    return compute(i, kW ? weight + i : nullptr, kB ? bias + i : nullptr,
+                   kS ? Offset(skip, kIn, i) : nullptr);
   };
   const size_t esize = ElementSize(t);
   // A partial vector: parameters and skip from zero-padded copies (the caller's arrays end

@@ -13,6 +13,9 @@
 namespace normd::kernels {
 namespace {
 
+// The compiler's _Float16 is the reference of the next two tests; clang 14 has none on x86
+// (the sanitizer build's compiler), gcc 12 has: they are built where it exists.
+#if defined(__FLT16_MAX__)
 TEST(DTypeTest, EveryF16DecodesLikeFloat16) {
   for (uint32_t b = 0; b < 65536; ++b) {
     const auto h = static_cast<uint16_t>(b);
@@ -58,6 +61,8 @@ TEST(DTypeTest, F16EncodingRoundsToNearestEven) {
     ExpectF16Encodes(f);
   }
 }
+
+#endif  // __FLT16_MAX__
 
 TEST(DTypeTest, BF16EncodingRoundsToNearestEvenAndKeepsNaN) {
   std::mt19937 rng(11);

@@ -84,6 +84,24 @@ inline v1::NormalizeRequest QkNormRequest(int64_t q_dim = 8, int64_t k_dim = 8) 
   return r;
 }
 
+// One valid request of each op and form: every family, both BatchNorm modes, a fused
+// residual add with its sum returned.
+inline std::vector<v1::NormalizeRequest> OneOfEachOp() {
+  std::vector<v1::NormalizeRequest> r = {LayerNormRequest({3, 2, 5}),
+                                         RmsNormRequest({4, 6}),
+                                         BatchNormRequest(true),
+                                         BatchNormRequest(false),
+                                         GroupNormRequest(2),
+                                         InstanceNormRequest(),
+                                         QkNormRequest()};
+  v1::NormalizeRequest fused = RmsNormRequest({2, 4});
+  FillTensor(fused.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::DATA_TYPE_F32,
+             {2, 4});
+  fused.mutable_rms_norm()->mutable_residual()->set_return_sum(true);
+  r.push_back(fused);
+  return r;
+}
+
 }  // namespace normd::testing
 
 #endif  // NORMD_TESTS_SERVER_REQUEST_FACTORY_H_

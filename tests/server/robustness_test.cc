@@ -17,21 +17,7 @@ namespace {
 
 using namespace normd::testing;  // NOLINT: request factories
 
-std::vector<v1::NormalizeRequest> Seeds() {
-  std::vector<v1::NormalizeRequest> seeds = {LayerNormRequest({3, 2, 5}),
-                                             RmsNormRequest({4, 6}),
-                                             BatchNormRequest(true),
-                                             BatchNormRequest(false),
-                                             GroupNormRequest(2),
-                                             InstanceNormRequest(),
-                                             QkNormRequest()};
-  v1::NormalizeRequest fused = RmsNormRequest({2, 4});
-  FillTensor(fused.mutable_rms_norm()->mutable_residual()->mutable_skip(), v1::DATA_TYPE_F32,
-             {2, 4});
-  fused.mutable_rms_norm()->mutable_residual()->set_return_sum(true);
-  seeds.push_back(fused);
-  return seeds;
-}
+std::vector<v1::NormalizeRequest> Seeds() { return OneOfEachOp(); }
 
 void Mutate(std::mt19937_64& rng, v1::NormalizeRequest* r) {
   switch (rng() % 6) {
