@@ -1,12 +1,14 @@
 """normd's transport security and authentication, with certificates made at run time by
 openssl: TLS and mutual TLS calls succeed; plaintext against TLS, a wrong CA and a missing
-client certificate fail; a rotated certificate is served without a restart; bearer tokens
-from a file are required by normd's services (health stays open) and rotate with the file;
-normctl and normbench take the same credentials.
+client certificate fail; a rotated certificate is served without a restart, also while
+normbench keeps calling (with a token file rotated at the same time, and no call failing);
+bearer tokens from a file are required by normd's services (health stays open) and rotate
+with the file; normctl and normbench take the same credentials.
 """
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -127,6 +129,59 @@ class TlsTest(unittest.TestCase):
                 self.assertEqual(s.proc.poll(), None)  # the same process throughout
             finally:
                 s.stop()
+
+    def test_certificate_and_tokens_rotated_under_load_fail_no_call(self):
+        """As cert-manager renews a certificate (same CA, new key, files renamed into
+        place) and an operator adds a token, while normbench keeps 4 callers busy over
+        connections that normd recycles every second (--max-connection-age), so that new
+        handshakes keep meeting whatever certificate is loaded: no call fails, and new
+        connections are then served the renewed certificate."""
+        make_cert(self.d, "server_renewed", "ca", san=SERVER_NAME)
+        with tempfile.TemporaryDirectory() as live:
+            cert, key = os.path.join(live, "tls.crt"), os.path.join(live, "tls.key")
+            tokens, client_token = os.path.join(live, "tokens"), os.path.join(live, "client-token")
+            for src, dst in (("server.pem", cert), ("server.key", key)):
+                with open(dst, "wb") as f:
+                    f.write(read(self.d, src))
+            for path in (tokens, client_token):
+                with open(path, "w") as f:
+                    f.write("tok-1\n")
+            s = Server("--tls-cert", cert, "--tls-key", key, "--auth-token-file", tokens,
+                       "--reload-interval", "1s", "--max-connection-age", "1s",
+                       "--max-connection-age-grace", "5s")
+            try:
+                out = os.path.join(live, "bench.json")
+                bench = subprocess.Popen(
+                    [NORMBENCH_BIN, "--target", s.target, "--tls-ca", self.path("ca.pem"),
+                     "--tls-server-name", SERVER_NAME, "--token-file", client_token, "--concurrency", "4",
+                     "--connections", "2", "--duration", "8s", "--warmup", "0", "--shape", "4x256",
+                     "--json", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                time.sleep(3)
+                for src, dst in (("server_renewed.key", key), ("server_renewed.pem", cert)):
+                    with open(dst + ".new", "wb") as f:
+                        f.write(read(self.d, src))
+                for dst in (key, cert):
+                    os.replace(dst + ".new", dst)
+                with open(tokens + ".new", "w") as f:
+                    f.write("tok-1\ntok-2\n")
+                os.replace(tokens + ".new", tokens)
+                output = bench.communicate(timeout=120)[0]
+                self.assertEqual(bench.returncode, 0, output)
+                with open(out) as f:
+                    run = json.load(f)["runs"][0]
+                self.assertGreater(run["requests_ok"], 0, output)
+                self.assertEqual(run["requests_failed"], 0, run["status_codes"])
+                print(f"\nrotation under load: {run['requests_ok']} calls OK, status codes {run['status_codes']}",
+                      file=sys.stderr)
+                # A new handshake now gets the renewed certificate.
+                shown = subprocess.run(["openssl", "s_client", "-connect", s.target, "-servername", SERVER_NAME,
+                                        "-alpn", "h2"], input="", capture_output=True, text=True, timeout=30).stdout
+                begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
+                served = shown[shown.index(begin):shown.index(end) + len(end)]
+                self.assertEqual(served.strip(), read(self.d, "server_renewed.pem").decode().strip())
+                self.assertIsNone(s.proc.poll())
+            finally:
+                self.assertEqual(s.stop(), 0)
 
     def test_normctl_and_normbench_take_the_same_credentials(self):
         with open(self.path("tokens"), "w") as f:
