@@ -3,8 +3,9 @@
 // gRPC slices, and the per-thread arenas each keep what they freed) normd would stay at
 // its peak RSS. Once a period, when requests released at least `min_released` bytes of the
 // memory budget since the last look, the trimmer calls malloc_trim(0), which returns free
-// pages of every arena. Requests of at least the mmap threshold are unmapped when freed
-// anyway; this is for the rest.
+// pages of every arena, and goes on doing so for a few periods (gRPC frees its buffers of
+// a call a little after the call's reservation is released). Requests of at least the mmap
+// threshold are unmapped when freed anyway; this is for the rest.
 //
 // Thread safety: owns one thread; construct and destroy from one thread.
 #ifndef NORMD_SERVER_MEMORY_TRIM_H_
