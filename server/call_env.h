@@ -54,8 +54,6 @@ absl::StatusOr<std::unique_ptr<Work>> MakeWork(const CallEnv& env,
 // its outputs. OK without a budget.
 absl::Status ReserveFor(MemoryBudget* budget, size_t message_bytes,
                         MemoryBudget::Reservation* reservation);
-// What a built Work holds until its answer is sent: its request and response messages.
-inline int64_t HeldBytes(const Work& work) { return work.bytes; }
 
 // Fills response.backend and response.timing from a Work that ran; `start` is when the
 // call received the request.

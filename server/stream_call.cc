@@ -159,7 +159,7 @@ class StreamCall final {
     absl::StatusOr<std::unique_ptr<Work>> work =
         MakeWork(env_, slot->request, &slot->response, deadline_, &cancelled_);
     if (work.ok()) {
-      if (absl::Status s = slot->memory.Grow(HeldBytes(**work) - slot->memory.bytes()); !s.ok()) {
+      if (absl::Status s = slot->memory.Grow((*work)->bytes - slot->memory.bytes()); !s.ok()) {
         work = s;
       }
     }

@@ -127,7 +127,7 @@ class NormalizeCall final : public UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>
       Answer(work.status(), nullptr);
       return;
     }
-    if (absl::Status s = memory_.Grow(HeldBytes(**work) - memory_.bytes()); !s.ok()) {
+    if (absl::Status s = memory_.Grow((*work)->bytes - memory_.bytes()); !s.ok()) {
       Answer(s, nullptr);
       return;
     }
