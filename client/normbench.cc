@@ -140,9 +140,6 @@ int Main(const CliFlags& f) {
   c.quiet = f.GetBool("quiet");
   if (c.compare && c.echo) return Usage("--compare runs Echo itself; leave out --echo");
   if (c.verify && c.echo) return Usage("--verify checks Normalize answers; leave out --echo");
-  if (c.verify && f.GetBool("shm")) {
-    return Usage("--verify reads answers from the wire; leave out --shm");
-  }
   absl::StatusOr<std::vector<double>> levels =
       ParseLevels(c.open ? "rate" : "concurrency",
                   f.GetString(c.open ? "rate" : "concurrency", c.open ? "" : "1"));

@@ -116,7 +116,7 @@ const std::vector<Flag>& Flags() {
       {"reload-interval", Kind::kDuration, "10s",
        "how often the TLS and token files are checked for changes",
        [](const Value& v, ServerConfig* c) { c->server.reload_interval = v.d; }},
-      {"max-concurrent-streams", Kind::kInt, "1024", "calls in flight per client connection",
+      {"max-concurrent-streams", Kind::kInt, "128", "calls in flight per client connection",
        [](const Value& v, ServerConfig* c) {
          c->server.connections.max_concurrent_streams = static_cast<int>(v.i);
        },

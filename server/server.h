@@ -66,7 +66,12 @@ struct ServerOptions {
   // Connection hygiene (gRPC channel arguments); a zero duration leaves gRPC's default
   // (unlimited) where noted.
   struct Connections {
-    int max_concurrent_streams = 1024;               // per connection
+    // Per connection. Each open stream may hold up to its flow-control window of message
+    // bytes inside gRPC before normd reads it, outside normd's budget and beyond what
+    // gRPC's quota holds back: 1024 streams of 1 MiB requests took normd to 1135 MiB with
+    // --max-memory 1GiB (bench/overload_bench.py), 128 to 565 MiB, at the same goodput.
+    // Further calls wait in the client, which is where an overload should wait.
+    int max_concurrent_streams = 128;
     absl::Duration keepalive_time = absl::Hours(2);  // server pings an idle connection
     absl::Duration keepalive_timeout = absl::Seconds(20);
     // Clients may ping at most this often; more often: GOAWAY (too_many_pings).

@@ -186,7 +186,9 @@ class EchoCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeRespo
 
  private:
   void Relisten() override { new EchoCall(at_); }
-  void Handle() override { Answer(absl::OkStatus()); }
+  // The message and its copy count against the memory budget like any request's: a load
+  // test of Echo alone must not take normd past --max-memory either.
+  void Handle() override { Answer(ReserveFor(at_.env->memory, request_.ByteSizeLong(), &memory_)); }
   void Reject(const absl::Status& status) override { Answer(status); }
 
   void Answer(const absl::Status& status) {
@@ -196,6 +198,8 @@ class EchoCall final : public UnaryCall<v1::NormalizeRequest, v1::NormalizeRespo
                  [this] { return context_.peer(); });
     Finish(ToGrpcStatus(status));
   }
+
+  MemoryBudget::Reservation memory_;  // released when the call is deleted (answer sent)
 };
 
 class ServerInfoCall final : public UnaryCall<v1::GetServerInfoRequest, v1::GetServerInfoResponse> {

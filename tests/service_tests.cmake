@@ -6,6 +6,7 @@ add_executable(server_test
   server/deepnorm_test.cc
   server/config_test.cc
   server/metrics_test.cc
+  server/memory_budget_test.cc
   server/machine_steal_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(server_test PRIVATE normd_transport normd_client normd_common normd_testing
@@ -22,7 +23,7 @@ gtest_discover_tests(client_test DISCOVERY_TIMEOUT 60)
 add_executable(integration_test integration/service_test.cc integration/serving_test.cc
   integration/error_codes_test.cc integration/retry_test.cc
   integration/transport_test.cc integration/chunked_call_test.cc integration/shared_memory_test.cc
-  integration/hostile_input_test.cc integration/fault_test.cc)
+  integration/hostile_input_test.cc integration/fault_test.cc integration/tsan_control_test.cc)
 target_include_directories(integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(integration_test PRIVATE normd_transport normd_load normd_testing
   GTest::gtest_main)
@@ -54,6 +55,15 @@ endforeach()
 add_test(NAME rejection_bench_checks
   COMMAND $<TARGET_FILE:normd-rejection-bench> --rate 1000 --duration 0.5)
 set_tests_properties(rejection_bench_checks PROPERTIES TIMEOUT 120)
+
+# The overload benchmark's invariants, briefly and without reading its timings: at twice
+# the measured capacity every call is answered once, OK or with a documented refusal,
+# normd stays within --max-memory and serves afterwards.
+add_test(NAME overload_bench_checks
+  COMMAND ${NORMD_PYTHON} ${PROJECT_SOURCE_DIR}/bench/overload_bench.py --build ${CMAKE_BINARY_DIR}
+          --duration 2)
+set_tests_properties(overload_bench_checks PROPERTIES TIMEOUT 300
+  ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;NORMD_SANITIZE=${NORMD_SANITIZE}")
 
 # The wire contract: buf lint (STANDARD rules, proto/buf.yaml) and buf breaking against the
 # committed v1 baseline, with the buf that tools/package.json pins (scripts/install-deps.sh

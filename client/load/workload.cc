@@ -349,6 +349,7 @@ absl::Status Workload::MoveToSharedMemory(Client& client) {
     if (absl::Status s = client.RegisterSharedMemory(*held); !s.ok()) return s;
     if (absl::Status s = PlaceRequest(&item.request, *held); !s.ok()) return s;
     item.request_bytes = static_cast<int64_t>(item.request.ByteSizeLong());
+    item.region = held;
     regions_.push_back(std::move(held));
   }
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -64,6 +65,7 @@ TEST(SchedulerTest, RefusedWorkStaysWithTheCallerAndIsNeverAnswered) {
   ASSERT_NE(w, nullptr);
 
   gate->Close();
+  absl::Cleanup open_on_exit = [&] { gate->Open(); };  // a failed ASSERT must not hang ~Scheduler
   Probe running, queued, refused;
   std::unique_ptr<Work> a = running.Make(1, 4), b = queued.Make(2, 4), c = refused.Make(3, 4);
   ASSERT_TRUE(s.Enqueue(a).ok());
@@ -132,17 +134,21 @@ TEST(SchedulerTest, ExecutorDropsExpiredAndCancelledWorkWithoutComputing) {
   o.cpu_executors = 1;
   Scheduler s(Gated(gate), o);
   gate->Close();
+  // A failed ASSERT must not leave the executor stuck at the gate while ~Scheduler joins it.
+  absl::Cleanup open_on_exit = [&] { gate->Open(); };
   Probe running, expired, cancelled, fine;
   std::atomic<bool> flag{false};
   std::unique_ptr<Work> a = running.Make(1, 4), b = expired.Make(2, 4), c = cancelled.Make(3, 4),
                         d = fine.Make(4, 4);
-  b->deadline = absl::Now() + absl::Milliseconds(20);
   c->cancelled = &flag;
   ASSERT_TRUE(s.Enqueue(a).ok());
   gate->AwaitEntered(1);
+  // The deadline is set only now, with room to spare: a slow start (ThreadSanitizer's build
+  // takes tens of milliseconds to start a thread) must not expire it before it is queued.
+  b->deadline = absl::Now() + absl::Milliseconds(200);
   for (auto* w : {&b, &c, &d}) ASSERT_TRUE(s.Enqueue(*w).ok());
   flag = true;
-  absl::SleepFor(absl::Milliseconds(40));
+  absl::SleepFor(absl::Milliseconds(250));
   gate->Open();
   for (Probe* p : {&running, &expired, &cancelled, &fine}) p->done.WaitForNotification();
   EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);

@@ -1,6 +1,7 @@
 """The soak: normd under a mixed load for a bounded time, its memory and descriptors watched.
 
-Four normbench processes at once for --seconds, all but shm with --verify:
+Four normbench processes at once for --seconds, each with --verify (shm reads its answers
+from the region):
   unary    every op and dtype family, small and medium shapes (closed loop, 4 callers);
   stream   the same kinds on NormalizeStream;
   chunked  rows of 1-4 MiB, which the client sends as row chunks on a stream;
@@ -164,12 +165,11 @@ def main():
         sampler = Sampler(normd.pid)
         common = ["--target", f"127.0.0.1:{port}", "--duration", f"{args.seconds}s", "--warmup", "0",
                   "--quiet"]
-        # --verify reads answers from the wire, which shared-memory answers do not carry.
         loads = {
             "unary": ["--mix", f"{tmp}/small.mix", "--concurrency", "4", "--verify"],
             "stream": ["--mix", f"{tmp}/small.mix", "--concurrency", "2", "--stream", "--seed", "2", "--verify"],
             "chunked": ["--mix", f"{tmp}/chunked.mix", "--concurrency", "1", "--seed", "3", "--verify"],
-            "shm": ["--mix", f"{tmp}/small.mix", "--concurrency", "2", "--shm", "--seed", "4"],
+            "shm": ["--mix", f"{tmp}/small.mix", "--concurrency", "2", "--shm", "--seed", "4", "--verify"],
         }
         procs = {name: subprocess.Popen([normbench, *common, *extra, "--json", f"{tmp}/{name}.json"],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

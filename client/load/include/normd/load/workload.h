@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "normd/client.h"
 #include "normd/common/cli_flags.h"
-#include "normd/shared_memory.h"
 #include "normd/load/verify.h"
+#include "normd/shared_memory.h"
 #include "normd/v1/normd.pb.h"
 
 namespace normd {
@@ -35,6 +35,8 @@ struct WorkItem {
   v1::NormalizeRequest request;
   int64_t request_bytes = 0;                   // its serialized size (ids aside), counted once here
   std::shared_ptr<const Reference> reference;  // set by ComputeReferences
+  // --shm: the region holding this kind's tensors and outputs (set by MoveToSharedMemory).
+  std::shared_ptr<const SharedMemoryRegion> region;
 };
 
 class Workload {
@@ -50,7 +52,8 @@ class Workload {
   // The kinds of a --mix file's text; INVALID_ARGUMENT names the line.
   static absl::StatusOr<Workload> FromMix(const std::string& text, uint64_t seed);
 
-  // --verify: the float64 reference answer of every kind, computed here once.
+  // --verify: the float64 reference answer of every kind, computed here once (before
+  // MoveToSharedMemory, which takes the tensors off the requests).
   absl::Status ComputeReferences();
   // --shm: every kind's tensors moved into a shared-memory region of its own, registered
   // with `client`'s server, its outputs directed there too (one output area per kind,
@@ -65,7 +68,7 @@ class Workload {
   void Add(std::string label, double weight, v1::NormalizeRequest request);
 
   std::vector<WorkItem> items_;
-  std::vector<double> cumulative_;  // running sum of weights
+  std::vector<double> cumulative_;                            // running sum of weights
   std::vector<std::shared_ptr<SharedMemoryRegion>> regions_;  // --shm
   uint64_t seed_ = 0;
 };
