@@ -1,26 +1,28 @@
 #!/usr/bin/env python3
 """Open-loop overload at twice normd's capacity, in one run: is admitted work still served
-at capacity, are the rejections fast, and does memory stay within the queue limits?
+at capacity, are the rejections fast, and does memory stay within its limits?
 
-  bench/overload_bench.py [--build build] [--shape 64x4096] [--duration 8] [--factor 2]
-                          [--json out.json]
+  bench/overload_bench.py [--build build] [--duration 8] [--factor 2] [--json out.json]
 
-One normd (CPU backend, --max-queue-bytes 64MiB, --max-memory 1GiB) and normbench on the
-same machine, RMSNorm f32 of --shape (1 MiB a request by default, so that the queue limit
-is what bounds memory), every call with --max-attempts 1 (a retried rejection would hide
-it). Legs, in order:
-  1. capacity: closed loop, 16 callers, --duration: C, Normalize answered per second;
-  2. echo: Echo open loop at --factor x C, the transport's own latency at that offered rate
-     with no compute, the limit a rejection's latency is read against;
-  3. overload: Normalize open loop (Poisson) at --factor x C for --duration, up to 4096
-     calls in flight, normd's resident memory sampled every 50 ms.
-Prints a markdown table, each figure beside its limit, and the JSON of every leg with
---json. Exits 1 when an invariant fails, whatever the timing: a call unanswered or
-answered with another request's id, a status other than OK, UNAVAILABLE (queue full) or
-RESOURCE_EXHAUSTED (memory budget), normd's resident memory above its --max-memory, or
-normd not answering afterwards. The goodput and latency targets are printed with their
-verdicts but do not change the exit code: on a shared 2-core VM they are measurements,
-not guarantees (each leg carries the hypervisor's steal).
+Two scenarios, each on a fresh normd (--cpu-threads 1 --max-queue-requests 64
+--max-queue-bytes 64MiB --max-memory 1GiB) with normbench on the same machine, RMSNorm
+f32, every call --max-attempts 1 (a retried rejection would hide it):
+  shm   1024x4096 (16 MiB) tensors in shared memory: the wire carries a few hundred bytes
+        a call, so compute sets the capacity and a client on the same 2 cores can offer
+        twice it; the queue fills and the surplus must be refused UNAVAILABLE, fast;
+  wire  64x4096 (1 MiB) tensors on the wire: here the transport on the shared cores is the
+        limit, so the surplus waits in the client and in HTTP/2 flow control, and the point
+        is memory: normd must stay within --max-memory however many calls are in flight.
+Legs of each: the capacity C (closed loop, 16 callers, --duration); Echo of a payload the
+size of the scenario's wire message, open loop at --factor x C (the transport's own
+latency at that rate: what a rejection is read against); Normalize open loop (Poisson) at
+--factor x C for --duration, up to 4096 calls in flight, normd's RSS sampled every 50 ms.
+Prints a markdown table per scenario, each figure beside its limit. Exits 1 when an
+invariant fails, whatever the timing: a call unanswered or answered with another
+request's id, a status other than OK, UNAVAILABLE or RESOURCE_EXHAUSTED, normd's RSS
+above --max-memory, or normd not answering afterwards. The goodput and latency targets
+are printed with their verdicts but do not change the exit code: on a shared 2-core VM
+they are measurements, not guarantees (each leg carries the hypervisor's steal).
 """
 import argparse
 import json
@@ -33,9 +35,13 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from serving_bench import Server  # noqa: E402
 
-MAX_QUEUE_BYTES = 64 << 20
 MAX_MEMORY = 1 << 30
+SERVER_FLAGS = ["--cpu-threads", "1", "--max-queue-requests", "64", "--max-queue-bytes", "64MiB",
+                "--max-memory", str(MAX_MEMORY)]
 ALLOWED = {"OK", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}
+# name: (Normalize's flags, Echo's shape: about the size of that scenario's wire message)
+SCENARIOS = {"shm": (["--shape", "1024x4096", "--shm"], "1x64"),
+             "wire": (["--shape", "64x4096"], "64x4096")}
 
 
 def rss_bytes(pid):
@@ -47,7 +53,7 @@ def rss_bytes(pid):
 
 
 class RssSampler:
-    """normd's resident memory every 50 ms while a leg runs; the peak and the samples."""
+    """normd's resident memory every 50 ms while a leg runs."""
 
     def __init__(self, pid):
         self.pid, self.samples, self._stop = pid, [], threading.Event()
@@ -67,11 +73,11 @@ class RssSampler:
         self._thread.join()
 
 
-def normbench(build, port, shape, *flags):
+def normbench(build, port, *flags):
     out = subprocess.run(
         [os.path.join(build, "client", "normbench"), "--target", f"127.0.0.1:{port}",
-         "--shape", shape, "--dtype", "f32", "--max-attempts", "1", "--warmup", "1s",
-         "--quiet", "--json", "/dev/stdout", *flags],
+         "--dtype", "f32", "--max-attempts", "1", "--warmup", "1s", "--quiet",
+         "--json", "/dev/stdout", *flags],
         capture_output=True, text=True, timeout=600)
     if not out.stdout.strip():
         raise RuntimeError(out.stderr)
@@ -80,89 +86,90 @@ def normbench(build, port, shape, *flags):
 
 def pct(run, code, q):
     lat = run["latency_us_by_code"].get(code)
-    return lat[q] if lat else None
+    return f"{lat[q] / 1000:.2f}" if lat else "-"
+
+
+def scenario(build, name, duration, factor, failures):
+    flags, echo_shape = SCENARIOS[name]
+    server = Server(build, *SERVER_FLAGS)
+    try:
+        idle_rss = rss_bytes(server.proc.pid)
+        capacity = normbench(build, server.port, *flags, "--concurrency", "16",
+                             "--duration", str(duration))
+        c = capacity["requests_ok"] / capacity["duration_s"]
+        rate = max(1, round(factor * c))
+        echo = normbench(build, server.port, "--shape", echo_shape, "--echo", "--rate", str(rate),
+                         "--concurrency", "4096", "--duration", str(duration))
+        with RssSampler(server.proc.pid) as rss:
+            over = normbench(build, server.port, *flags, "--rate", str(rate), "--arrival", "poisson",
+                             "--concurrency", "4096", "--duration", str(duration))
+        after = normbench(build, server.port, *flags, "--requests", "20", "--concurrency", "1")
+    finally:
+        server.stop()
+
+    for leg, run in (("capacity", capacity), ("overload", over), ("after", after)):
+        if run["requests_unanswered"] or run["wrong_id"]:
+            failures.append(f"{name} {leg}: {run['requests_unanswered']} unanswered, "
+                            f"{run['wrong_id']} with another request's id")
+        other = set(run["status_codes"]) - ALLOWED
+        if other:
+            failures.append(f"{name} {leg}: statuses outside {sorted(ALLOWED)}: {sorted(other)}")
+    if after["requests_ok"] != after["requests_sent"]:
+        failures.append(f"{name}: after the overload only {after['requests_ok']} of 20 calls were OK")
+    peak = max(rss.samples, default=0)
+    # Sanitized builds (NORMD_SANITIZE, scripts/test-hardened.sh) keep freed memory in
+    # ASan's quarantine on purpose: there the bound is printed, not enforced.
+    if peak > MAX_MEMORY and not os.environ.get("NORMD_SANITIZE"):
+        failures.append(f"{name}: normd's RSS reached {peak >> 20} MiB, above --max-memory")
+
+    # Over the leg's measured time: its sending (longer than --duration when the client
+    # falls behind its schedule) and the drain of what was in flight.
+    sent_rate = over["requests_sent"] / over["duration_s"]
+    goodput = over["requests_ok"] / over["duration_s"]
+    codes = over["status_codes"]
+    rows = [
+        ("capacity C (closed loop, 16 callers)", f"{c:.0f} calls/s", ""),
+        ("offered (open loop, Poisson)", f"{sent_rate:.0f} calls/s", f"{factor:g} x C = {rate}"),
+        ("client's own send delay p50 / p99",
+         f"{over['send_late_us']['p50'] / 1000:.2f} / {over['send_late_us']['p99'] / 1000:.2f} ms",
+         "near the latencies: the client, not normd, limits what is offered"),
+        ("goodput (OK per second)", f"{goodput:.0f} calls/s = {goodput / c:.2f} x C",
+         f">= 0.9 x C: {'met' if goodput >= 0.9 * c else 'missed'}"),
+        ("refused UNAVAILABLE / RESOURCE_EXHAUSTED",
+         f"{codes.get('UNAVAILABLE', 0)} / {codes.get('RESOURCE_EXHAUSTED', 0)} of "
+         f"{over['requests_sent']}", ""),
+        ("refusal latency p50 / p99", f"{pct(over, 'UNAVAILABLE', 'p50')} / "
+         f"{pct(over, 'UNAVAILABLE', 'p99')} ms",
+         f"Echo {echo_shape} at the same rate: {pct(echo, 'OK', 'p50')} / {pct(echo, 'OK', 'p99')} ms"),
+        ("admitted latency p50 / p99", f"{pct(over, 'OK', 'p50')} / {pct(over, 'OK', 'p99')} ms",
+         f"closed loop: {pct(capacity, 'OK', 'p50')} / {pct(capacity, 'OK', 'p99')} ms"),
+        ("normd RSS idle -> peak", f"{idle_rss >> 20} -> {peak >> 20} MiB",
+         f"--max-memory {MAX_MEMORY >> 20} MiB"),
+        ("hypervisor steal (capacity, echo, overload)",
+         f"{capacity['machine_steal_ms']}, {echo['machine_steal_ms']}, "
+         f"{over['machine_steal_ms']} ms", ""),
+    ]
+    print(f"\n{name}: {' '.join(flags)}\n\n| figure | measured | limit |\n|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    return {"capacity": capacity, "echo": echo, "overload": over, "after": after,
+            "idle_rss": idle_rss, "rss_samples": rss.samples}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--shape", default="64x4096")
     ap.add_argument("--duration", type=float, default=8)
     ap.add_argument("--factor", type=float, default=2)
-    ap.add_argument("--server-flags", default="--cpu-threads 1",
-                    help="normd's flags beside the memory limits (default: one CPU thread, so "
-                         "that compute, not the shared cores' transport, sets the capacity)")
+    ap.add_argument("--scenarios", default="shm,wire")
     ap.add_argument("--json")
     args = ap.parse_args()
-
-    server = Server(args.build, "--max-queue-bytes", str(MAX_QUEUE_BYTES),
-                    "--max-memory", str(MAX_MEMORY), *args.server_flags.split())
     failures = []
-    try:
-        idle_rss = rss_bytes(server.proc.pid)
-        capacity = normbench(args.build, server.port, args.shape, "--concurrency", "16",
-                             "--duration", str(args.duration))
-        c = capacity["requests_ok"] / capacity["duration_s"]
-        rate = max(1, round(args.factor * c))
-        echo = normbench(args.build, server.port, args.shape, "--echo", "--rate", str(rate),
-                         "--concurrency", "4096", "--duration", str(args.duration))
-        with RssSampler(server.proc.pid) as rss:
-            over = normbench(args.build, server.port, args.shape, "--rate", str(rate),
-                             "--arrival", "poisson", "--concurrency", "4096",
-                             "--duration", str(args.duration))
-        after = normbench(args.build, server.port, args.shape, "--requests", "20",
-                          "--concurrency", "1")
-    finally:
-        server.stop()
-
-    for name, run in (("capacity", capacity), ("overload", over), ("after", after)):
-        if run["requests_unanswered"] or run["wrong_id"]:
-            failures.append(f"{name}: {run['requests_unanswered']} unanswered, "
-                            f"{run['wrong_id']} with another request's id")
-        other = set(run["status_codes"]) - ALLOWED
-        if other:
-            failures.append(f"{name}: statuses outside {sorted(ALLOWED)}: {sorted(other)}")
-    if after["requests_ok"] != after["requests_sent"]:
-        failures.append(f"after the overload only {after['requests_ok']} of 20 calls were OK")
-    peak = max(rss.samples, default=0)
-    # Sanitized builds (NORMD_SANITIZE, scripts/test-hardened.sh) keep freed memory in
-    # ASan's quarantine on purpose: there the bound is printed, not enforced.
-    if peak > MAX_MEMORY and not os.environ.get("NORMD_SANITIZE"):
-        failures.append(f"normd's resident memory reached {peak >> 20} MiB, above --max-memory")
-
-    goodput = over["requests_ok"] / over["duration_s"]
-    rejected = over["requests_sent"] - over["requests_ok"]
-    rows = [
-        ("capacity C (closed loop, 16 callers)", f"{c:.0f} calls/s", ""),
-        ("offered in the overload leg", f"{over['requests_sent'] / over['duration_s']:.0f} calls/s",
-         f"{args.factor:g} x C = {rate}"),
-        ("client's own send delay p50 / p99 (open loop)",
-         f"{over['send_late_us']['p50']} / {over['send_late_us']['p99']} us",
-         "near the latency: the client, not normd, limits what is offered"),
-        ("goodput (OK per second)", f"{goodput:.0f} calls/s = {goodput / c:.2f} x C",
-         f">= 0.9 x C: {'met' if goodput >= 0.9 * c else 'missed'}"),
-        ("rejected (UNAVAILABLE / RESOURCE_EXHAUSTED)",
-         f"{over['status_codes'].get('UNAVAILABLE', 0)} / "
-         f"{over['status_codes'].get('RESOURCE_EXHAUSTED', 0)} of {over['requests_sent']}", ""),
-        ("rejection latency p50 / p99", f"{pct(over, 'UNAVAILABLE', 'p50')} / "
-         f"{pct(over, 'UNAVAILABLE', 'p99')} us",
-         f"Echo at the same rate: {pct(echo, 'OK', 'p50')} / {pct(echo, 'OK', 'p99')} us"),
-        ("admitted latency p50 / p99", f"{pct(over, 'OK', 'p50')} / {pct(over, 'OK', 'p99')} us",
-         f"closed loop: {pct(capacity, 'OK', 'p50')} / {pct(capacity, 'OK', 'p99')} us"),
-        ("normd resident memory, idle -> peak", f"{idle_rss >> 20} -> {peak >> 20} MiB",
-         f"--max-queue-bytes {MAX_QUEUE_BYTES >> 20} MiB, --max-memory {MAX_MEMORY >> 20} MiB"),
-        ("hypervisor steal (capacity, echo, overload)",
-         f"{capacity['machine_steal_ms']}, {echo['machine_steal_ms']}, "
-         f"{over['machine_steal_ms']} ms", ""),
-    ]
-    print("| figure | measured | limit |\n|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    results = {name: scenario(args.build, name, args.duration, args.factor, failures)
+               for name in args.scenarios.split(",")}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"capacity": capacity, "echo": echo, "overload": over, "after": after,
-                       "idle_rss": idle_rss, "rss_samples": rss.samples, "rejected": rejected,
-                       "failures": failures}, f, indent=1)
+            json.dump({**results, "failures": failures}, f, indent=1)
     for f in failures:
         print("FAILED:", f, file=sys.stderr)
     return 1 if failures else 0

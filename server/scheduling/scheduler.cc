@@ -1,5 +1,6 @@
 #include "normd/scheduling/scheduler.h"
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -83,8 +84,11 @@ absl::StatusOr<uint64_t> Scheduler::Enqueue(std::unique_ptr<Work>& work) {
 
   // Shortest path: small CPU work, nothing queued ahead of it, a core to spare.
   bool run_inline = false;
-  if (lane == cpu_.get() && options_.inline_max_bytes > 0 &&
-      work->bytes <= options_.inline_max_bytes) {
+  // The size is the tensors read and written, not only the memory the request pins: a
+  // shared-memory request pins a few hundred bytes of message whatever its tensors weigh,
+  // and a 16 MiB one run inline held its transport thread for milliseconds.
+  const int64_t size = std::max(work->bytes, 2 * work->job.input_bytes);
+  if (lane == cpu_.get() && options_.inline_max_bytes > 0 && size <= options_.inline_max_bytes) {
     bool queue_empty;
     {
       absl::MutexLock l(&lane->mu);

@@ -1,7 +1,9 @@
 // Hostile input over loopback gRPC, as a broken or malicious client sends it, against a
 // real normd on the CPU backend: bytes that are no message, truncations of valid requests
 // of every op, payloads over the message limit, hostile shapes ([2^62, 8], [-1], ...) and
-// malformed dtypes and data in every tensor field of every op, and bad shared-memory
+// malformed dtypes and data in every tensor field of every op, every scalar option of
+// every op at hostile values (NaN, infinities, negatives, extremes, unknown enums), and
+// bad shared-memory
 // references. Every call is sent as raw bytes (no client-side checks in the way) and must
 // end with its documented code, INVALID_ARGUMENT naming a field where the request is
 // malformed. Meanwhile a well-behaved client on its own connection keeps calling, and
@@ -10,6 +12,7 @@
 // rounds is within a bound of where the second round left it.
 #include <malloc.h>
 
+#include <cmath>
 #include <fstream>
 #include <future>
 #include <random>
@@ -115,6 +118,79 @@ void TensorFields(google::protobuf::Message* m, const std::string& prefix,
   }
 }
 
+using FieldPath = std::vector<const google::protobuf::FieldDescriptor*>;
+
+// Every scalar field (number, enum or bool, set or not) of `m`'s type and of the messages
+// set in it, tensors aside: the options of an op and of the request.
+void ScalarFields(const google::protobuf::Message& m, FieldPath prefix,
+                  std::vector<FieldPath>* out) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated() || f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      continue;
+    }
+    FieldPath path = prefix;
+    path.push_back(f);
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      out->push_back(path);
+    } else if (m.GetReflection()->HasField(m, f) && f->message_type() != v1::Tensor::descriptor()) {
+      ScalarFields(m.GetReflection()->GetMessage(m, f), path, out);
+    }
+  }
+}
+
+std::string PathName(const FieldPath& path) {
+  std::string name;
+  for (const auto* f : path) absl::StrAppend(&name, name.empty() ? "" : ".", f->name());
+  return name;
+}
+
+// `r` with the field at `path` set to the k-th hostile value of its type; false when the
+// type has no k-th value.
+bool SetHostile(v1::NormalizeRequest* r, const FieldPath& path, int k) {
+  using FD = google::protobuf::FieldDescriptor;
+  google::protobuf::Message* m = r;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    m = m->GetReflection()->MutableMessage(m, path[i]);
+  }
+  const FD* f = path.back();
+  const auto* reflection = m->GetReflection();
+  const double reals[] = {std::nan(""), INFINITY, -INFINITY, -1, 0, -0.0, 1e30, 1e-45};
+  const int64_t ints[] = {-1, 0, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX, 1 << 20};
+  switch (f->cpp_type()) {
+    case FD::CPPTYPE_FLOAT:
+    case FD::CPPTYPE_DOUBLE:
+      if (k >= static_cast<int>(std::size(reals))) return false;
+      f->cpp_type() == FD::CPPTYPE_FLOAT ? reflection->SetFloat(m, f, static_cast<float>(reals[k]))
+                                         : reflection->SetDouble(m, f, reals[k]);
+      return true;
+    case FD::CPPTYPE_INT32:
+    case FD::CPPTYPE_UINT32:
+    case FD::CPPTYPE_INT64:
+    case FD::CPPTYPE_UINT64:
+      if (k >= static_cast<int>(std::size(ints))) return false;
+      if (f->cpp_type() == FD::CPPTYPE_INT32)
+        reflection->SetInt32(m, f, static_cast<int32_t>(ints[k]));
+      if (f->cpp_type() == FD::CPPTYPE_UINT32)
+        reflection->SetUInt32(m, f, static_cast<uint32_t>(ints[k]));
+      if (f->cpp_type() == FD::CPPTYPE_INT64) reflection->SetInt64(m, f, ints[k]);
+      if (f->cpp_type() == FD::CPPTYPE_UINT64)
+        reflection->SetUInt64(m, f, static_cast<uint64_t>(ints[k]));
+      return true;
+    case FD::CPPTYPE_ENUM:
+      if (k >= 3) return false;
+      reflection->SetEnumValue(m, f, k == 0 ? 99 : k == 1 ? -1 : 0);  // unknown, negative, unset
+      return true;
+    case FD::CPPTYPE_BOOL:
+      if (k >= 2) return false;
+      reflection->SetBool(m, f, k == 1);
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::vector<v1::NormalizeRequest> ValidRequests() {
   std::vector<v1::NormalizeRequest> r = OneOfEachOp();
   v1::NormalizeRequest l2;
@@ -193,6 +269,27 @@ class HostileInputTest : public ::testing::Test {
         mutate([](v1::Tensor* t) { t->mutable_shared_memory()->set_region("none"); },
                "data and a shared-memory reference");
       }
+      // Every scalar option of the op and of the request at its hostile values: a valid
+      // combination runs, anything else is INVALID_ARGUMENT naming a field.
+      std::vector<FieldPath> scalars;
+      ScalarFields(valid, {}, &scalars);
+      for (const FieldPath& path : scalars) {
+        for (int k = 0;; ++k) {
+          v1::NormalizeRequest r = valid;
+          if (!SetHostile(&r, path, k)) break;
+          const Answer a = Call(stub, r.SerializeAsString());
+          ++calls;
+          const std::string what = absl::StrCat(op, " ", PathName(path), " value ", k);
+          ++(a.code == grpc::StatusCode::OK ? scalar_ok_ : scalar_refused_);
+          if (a.code == grpc::StatusCode::OK) {
+            v1::NormalizeResponse response;
+            EXPECT_TRUE(response.ParseFromString(a.bytes)) << what;
+          } else {
+            EXPECT_EQ(a.code, grpc::StatusCode::INVALID_ARGUMENT) << what << ": " << a.message;
+            EXPECT_FALSE(a.field.empty()) << what << ": no field named: " << a.message;
+          }
+        }
+      }
       // Every truncation of the valid message: parses or not, never anything else.
       const std::string bytes = valid.SerializeAsString();
       for (size_t cut = 0; cut < bytes.size(); cut += 1 + bytes.size() / 40) {
@@ -246,6 +343,7 @@ class HostileInputTest : public ::testing::Test {
   std::unique_ptr<server::NormServer> server_;
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
+  int scalar_ok_ = 0, scalar_refused_ = 0;  // the scalar options' answers
 };
 
 TEST_F(HostileInputTest, EveryBadInputGetsItsCodeWhileOthersAreServedAndMemoryStaysFlat) {
@@ -294,7 +392,11 @@ TEST_F(HostileInputTest, EveryBadInputGetsItsCodeWhileOthersAreServedAndMemorySt
   RecordProperty("good_calls", good_calls.load());
   RecordProperty("rss_growth_bytes", growth);
   std::cout << "hostile calls " << calls << ", good calls " << good_calls.load()
-            << ", RSS growth over rounds 3-" << kRounds << ": " << growth << " bytes\n";
+            << ", RSS growth over rounds 3-" << kRounds << ": " << growth << " bytes\n"
+            << "scalar options at hostile values: " << scalar_refused_ << " refused, " << scalar_ok_
+            << " valid and served\n";
+  // Most hostile values must be refused, or the mutations did not reach the server.
+  EXPECT_GT(scalar_refused_, scalar_ok_);
   EXPECT_GT(calls, 1000);
   EXPECT_GT(good_calls.load(), 10);
   EXPECT_EQ(good_failures.load(), 0);

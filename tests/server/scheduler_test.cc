@@ -124,6 +124,14 @@ TEST(SchedulerTest, SmallWorkRunsInlineOnlyWhenTheQueueIsEmpty) {
   ASSERT_TRUE(s.Enqueue(b).ok());
   big.done.WaitForNotification();
   EXPECT_TRUE(big.thread != std::this_thread::get_id());
+  // Tensors in shared memory: the message pins little, the work is still 8 MiB.
+  Probe shared;
+  std::unique_ptr<Work> m = shared.Make(1024, 1024);
+  m->bytes = 300;
+  m->job.input_bytes = 1024 * 1024 * 4;
+  ASSERT_TRUE(s.Enqueue(m).ok());
+  shared.done.WaitForNotification();
+  EXPECT_TRUE(shared.thread != std::this_thread::get_id());
   EXPECT_EQ(s.stats().inline_runs, 1);
 }
 

@@ -44,7 +44,8 @@ struct SchedulerOptions {
   int64_t batch_max_bytes = 16 << 20;
   absl::Duration cpu_batch_max_delay = absl::ZeroDuration();
   absl::Duration cuda_batch_max_delay = absl::ZeroDuration();
-  // CPU work of at most this many bytes (request + response) may run inline; 0: never.
+  // CPU work of at most this many bytes (its tensors in and out, on the wire or in shared
+  // memory) may run inline; 0: never.
   int64_t inline_max_bytes = 256 << 10;
   int cpu_executors = 0;   // 0: the CPU backend's thread count
   int cuda_executors = 2;  // one run computing while the next one's copies go
