@@ -9,6 +9,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/cpu/channel_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/simd_targets.h"
 #include "kernels/cpu/stats.h"
 // clang-format on
 
@@ -35,13 +36,18 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
   constexpr int64_t kChunk = 1 << 16;  // stays in L2 between the two passes
   thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
-  const LoadRowFn load = PickLoadRow(t, Stat::kSum, false, false);
+  // fp32 statistics (GroupNorm, InstanceNorm) in one pass where they are exact enough.
+  const LoadRowFn load = PickLoadRow(t, f64 ? Stat::kSum : Stat::kMoments, false, false);
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    const double sum = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr);
+    const RowSums sums = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr);
     double m, m2;
-    RowMoments(buf.get(), len, sum, f64, &m, &m2);
+    if (f64) {
+      RowMoments(buf.get(), len, sums.sum, /*f64=*/true, &m, &m2);
+    } else {
+      MomentsFromSums(sums, buf.get(), len, &m, &m2);
+    }
     acc.Merge(static_cast<double>(len), m, m2);
   }
   *mean = acc.mean();
@@ -307,22 +313,22 @@ HWY_EXPORT(ColumnCenteredSquaresImpl);
 HWY_EXPORT(ApplyColumnsImpl);
 
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
-  HWY_DYNAMIC_DISPATCH(RunMomentsImpl)(t, x, n, f64, mean, m2);
+  NORMD_DISPATCH(RunMomentsImpl)(t, x, n, f64, mean, m2);
 }
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
               void* y) {
-  HWY_DYNAMIC_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y);
+  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y);
 }
 void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
-  HWY_DYNAMIC_DISPATCH(ColumnSumsImpl)(t, x, rows, cols, sum);
+  NORMD_DISPATCH(ColumnSumsImpl)(t, x, rows, cols, sum);
 }
 void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                            double* m2) {
-  HWY_DYNAMIC_DISPATCH(ColumnCenteredSquaresImpl)(t, x, rows, cols, mean, m2);
+  NORMD_DISPATCH(ColumnCenteredSquaresImpl)(t, x, rows, cols, mean, m2);
 }
 void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                   const double* scale, const double* shift, DType out, void* y) {
-  HWY_DYNAMIC_DISPATCH(ApplyColumnsImpl)(t, x, rows, cols, mean, scale, shift, out, y);
+  NORMD_DISPATCH(ApplyColumnsImpl)(t, x, rows, cols, mean, scale, shift, out, y);
 }
 
 }  // namespace normd::kernels::cpu

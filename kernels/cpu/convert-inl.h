@@ -17,6 +17,25 @@
 #include "hwy/highway.h"
 #include "normd/kernels/dtype.h"
 
+// AVX3_DL here also means AVX512_BF16 (Zen 4, Sapphire Rapids): one vcvtneps2bf16 rounds
+// sixteen floats to bf16 where AVX3 needs nine instructions, most of a bf16 epilogue's
+// work. Every SIMD translation unit includes this header after highway.h and before its
+// own HWY_BEFORE_NAMESPACE, so the extended target string covers all of its AVX3_DL code
+// and lambdas (HWY_ATTR). CPUs with AVX3_DL and no AVX512_BF16 (Ice Lake) are steered to
+// AVX3 at run time (EnsureSimdTargets, simd_targets.h). A static-only build (-march=native) uses it
+// only where the compiler was told the machine has it.
+#undef NORMD_NATIVE_BF16
+#if HWY_TARGET == HWY_AVX3_DL && (!defined(HWY_COMPILE_ONLY_STATIC) || defined(__AVX512BF16__))
+#define NORMD_NATIVE_BF16 1
+#undef HWY_TARGET_STR
+#define HWY_TARGET_STR                                            \
+  HWY_TARGET_STR_AVX3                                             \
+  ",vpclmulqdq,avx512vbmi,avx512vbmi2,vaes,avxvnni,avx512bitalg," \
+  "avx512vpopcntdq,avx512bf16"
+#else
+#define NORMD_NATIVE_BF16 0
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
 namespace HWY_NAMESPACE {
@@ -144,7 +163,14 @@ HWY_INLINE hn::Vec<DU16> ToHalfBits(D d, V v) {
     return hn::BitCast(DU16(), hn::DemoteTo(DF16(), v));
 #endif
   }
+#if NORMD_NATIVE_BF16
+  // Round to nearest even, NaN quieted as RoundBF16Bits does; denormal inputs read as zero,
+  // which they cannot be here: the kernels run with denormals flushed (ScopedFlushDenormals).
+  (void)di;
+  return hn::Vec<DU16>{reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v.raw))};
+#else
   return hn::DemoteTo(DU16(), hn::BitCast(di, hn::ShiftRight<16>(RoundBF16Bits(d, v))));
+#endif
 }
 
 template <DType kT>
@@ -178,8 +204,13 @@ HWY_INLINE V RoundTo(D d, DType t, V v) {
       return hn::PromoteTo(d, hn::DemoteTo(DF16(), v));
 #endif
     case DType::kBF16: {
+#if NORMD_NATIVE_BF16
+      return hn::BitCast(d,
+                         hn::ShiftLeft<16>(hn::PromoteTo(DU32(), ToHalfBits<DType::kBF16>(d, v))));
+#else
       const hn::RebindToUnsigned<D> du;
       return hn::BitCast(d, hn::And(RoundBF16Bits(d, v), hn::Set(du, 0xffff0000u)));
+#endif
     }
   }
   return v;

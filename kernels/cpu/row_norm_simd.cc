@@ -1,7 +1,8 @@
 // Highway implementation of RowNormRows. Per row: one pass loads and widens the input into
 // an fp32 row buffer that stays in L1/L2, fusing h = alpha * skip + x (and storing h) and
-// summing the row or its squares; LayerNorm adds a centred pass over the buffer that
-// corrects the mean and sums the squared deviations; one pass computes the epilogue,
+// summing the row's squares, or (LayerNorm) its deviations from a shift and their squares,
+// which give the moments unless the shift was far from the mean (then a centred pass over
+// the buffer corrects the mean: MomentsFromSums); one pass computes the epilogue,
 // converts and stores y (non-temporal when large). The input is read from memory once.
 //
 // Precision (see stats.h): values widened to fp32, sums in fp32 blocks gathered in double
@@ -19,6 +20,7 @@
 #include "kernels/cpu/aligned_scratch.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/simd_targets.h"
 #include "kernels/cpu/thread_pool.h"
 // clang-format on
 
@@ -175,8 +177,8 @@ double CheckedSumOfSquares(double sum, const float* row, int64_t m) {
 
 // A row's statistics from its fp32 copy and LoadRow's result: the mean (LayerNorm; else 0)
 // and the inverse scale 1/sigma, 1/rms or 1/norm.
-void RowStats(const RowNormArgs& a, const float* row, double sum, int64_t stat_cols, double* mean,
-              double* scale) {
+void RowStats(const RowNormArgs& a, const float* row, const RowSums& sums, int64_t stat_cols,
+              double* mean, double* scale) {
   const auto inverse = [&](double s) {
     return a.eps_placement == EpsPlacement::kInsideSqrt ? 1.0 / std::sqrt(s + a.eps)
                                                         : 1.0 / (std::sqrt(s) + a.eps);
@@ -185,15 +187,16 @@ void RowStats(const RowNormArgs& a, const float* row, double sum, int64_t stat_c
   switch (a.kind) {
     case RowNormKind::kLayer: {
       double m2;
-      RowMoments(row, a.cols, sum, /*f64=*/false, mean, &m2);
+      MomentsFromSums(sums, row, a.cols, mean, &m2);
       *scale = inverse(m2 / static_cast<double>(a.cols));
       break;
     }
     case RowNormKind::kRms:
-      *scale = inverse(CheckedSumOfSquares(sum, row, stat_cols) / static_cast<double>(stat_cols));
+      *scale =
+          inverse(CheckedSumOfSquares(sums.sum, row, stat_cols) / static_cast<double>(stat_cols));
       break;
     case RowNormKind::kL2:
-      *scale = 1.0 / std::max(std::sqrt(CheckedSumOfSquares(sum, row, a.cols)), a.eps);
+      *scale = 1.0 / std::max(std::sqrt(CheckedSumOfSquares(sums.sum, row, a.cols)), a.eps);
       break;
   }
 }
@@ -203,7 +206,7 @@ int64_t StatCols(const RowNormArgs& a) {
   return a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, a.cols) : a.cols;
 }
 Stat StatOf(const RowNormArgs& a) {
-  return a.kind == RowNormKind::kLayer ? Stat::kSum : Stat::kSumOfSquares;
+  return a.kind == RowNormKind::kLayer ? Stat::kMoments : Stat::kSumOfSquares;
 }
 
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
@@ -232,12 +235,12 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     e.prefetch = p.stream && r + 1 < row_end
                      ? static_cast<const char*>(Offset(a.x.data, t, base + cols))
                      : nullptr;
-    const double sum =
+    const RowSums sums =
         load(Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
              static_cast<float>(a.alpha), cols, row, stat_cols,
              a.h.present() ? Offset(a.h.data, t, base) : nullptr);
     double mean, scale;
-    RowStats(a, row, sum, stat_cols, &mean, &scale);
+    RowStats(a, row, sums, stat_cols, &mean, &scale);
     e.hi = static_cast<float>(mean);
     e.lo = static_cast<float>(mean - e.hi);
     e.scale = static_cast<float>(scale);
@@ -254,10 +257,10 @@ void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* sc
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
   const int64_t stat_cols = StatCols(a);
   const DType t = a.x.dtype;
-  const double sum = PickLoadRow(t, StatOf(a), add_then_norm, false)(
+  const RowSums sums = PickLoadRow(t, StatOf(a), add_then_norm, false)(
       Offset(a.x.data, t, r * cols), add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr,
       static_cast<float>(a.alpha), cols, row.get(), stat_cols, nullptr);
-  RowStats(a, row.get(), sum, stat_cols, mean, scale);
+  RowStats(a, row.get(), sums, stat_cols, mean, scale);
 }
 
 void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* dst) {
@@ -282,15 +285,15 @@ HWY_EXPORT(RowStatisticsImpl);
 
 void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale) {
   ScopedFlushDenormals flush;
-  HWY_DYNAMIC_DISPATCH(RowStatisticsImpl)(a, row, mean, scale);
+  NORMD_DISPATCH(RowStatisticsImpl)(a, row, mean, scale);
 }
 
 void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst) {
-  HWY_DYNAMIC_DISPATCH(WidenToF32Impl)(t, src, n, offset, dst);
+  NORMD_DISPATCH(WidenToF32Impl)(t, src, n, offset, dst);
 }
 
 void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
-  HWY_DYNAMIC_DISPATCH(RowNormRowsImpl)(a, p, row_begin, row_end);
+  NORMD_DISPATCH(RowNormRowsImpl)(a, p, row_begin, row_end);
 }
 
 }  // namespace normd::kernels::cpu

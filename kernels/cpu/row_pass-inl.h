@@ -24,59 +24,100 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- passes over one row --------------------------------------------------------------
 
-enum class Stat { kNone, kSum, kSumOfSquares };
+// kMoments: the sum of c = x - shift and of c^2, shift the mean of the row's first block
+// (RowSums), for LayerNorm's statistics in one pass (MomentsFromSums).
+enum class Stat { kNone, kSum, kSumOfSquares, kMoments };
+
+struct RowSums {
+  double sum = 0;      // kSum: of x; kSumOfSquares: of x^2 over [0, m); kMoments: of c
+  double squares = 0;  // kMoments: of c^2
+  float shift = 0;     // kMoments: c = x - shift
+};
 
 // Widens n elements of x (plus alpha * skip when skip is given) into buf, writing whole
-// vectors (the padded tail lanes are zero), and h when given. Returns, in double, the sum
-// of the row (kSum) or the sum of squares of its first m elements (kSumOfSquares).
+// vectors (the padded tail lanes are zero), and h when given, and returns the row's sums
+// in double (RowSums).
 //
 // The sums run in fp32 over blocks of eight vectors (a pairwise tree: three roundings per
 // lane) and each block's lanes are added into double accumulators: the error stays within
 // ~2^-22 of the sum of the terms' magnitudes whatever the row's length, at a fraction of the
 // cost of widening every element to double. A sum of squares that overflows or underflows fp32
 // (|x| beyond ~1e19 or below ~1e-19) is redone in double by the caller (SumOfSquaresF64).
+// kMoments' shift is the fp32 mean of the first min(8, n / N) whole vectors (zero when the
+// row is shorter than a vector): close to the row's mean, so c is small and exact.
 template <DType kT, Stat kStat, bool kSkip, bool kH>
-double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
-               void* h) {
+RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
+                void* h) {
   constexpr DType t = kT, ht = kT;
   constexpr Stat stat = kStat;
+  constexpr bool moments = stat == Stat::kMoments;
   const D d;
   const DD dd;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  VD s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  VD s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
   const V va = hn::Set(d, alpha);
-  const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+  const auto value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     V v = LoadAs<t>(d, Offset(x, t, i));
     if constexpr (kSkip) v = hn::MulAdd(va, LoadAs<t>(d, Offset(skip, t, i)), v);
+    return v;
+  };
+  RowSums out;
+  if constexpr (moments) {
+    const int64_t w = std::min<int64_t>(8, n / N);
+    if (w > 0) {
+      V acc = value(0);
+      for (int64_t j = 1; j < w; ++j) acc = hn::Add(acc, value(j * N));
+      out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(w * N);
+    }
+  }
+  const V vk = hn::Set(d, out.shift);
+  const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    const V v = value(i);
     if constexpr (kH) StoreAs<ht>(d, v, Offset(h, ht, i));
     hn::Store(v, d, buf + i);
     return v;
   };
-  const auto term = [](V v) HWY_ATTR __attribute__((always_inline)) {
+  // The summed term: x, x^2, or c = x - shift (whose square is formed in the block).
+  const auto term = [&](V v) HWY_ATTR __attribute__((always_inline)) {
     if constexpr (stat == Stat::kSumOfSquares) {
       return hn::Mul(v, v);
+    } else if constexpr (moments) {
+      return hn::Sub(v, vk);
     } else {
       return v;
     }
   };
-  const auto flush = [&](V a) HWY_ATTR __attribute__((always_inline)) {
+  const auto flush = [&](V a, V a2) HWY_ATTR __attribute__((always_inline)) {
     s0 = hn::Add(s0, WideLo(a));
     s1 = hn::Add(s1, WideHi(a));
+    if constexpr (moments) {
+      q0 = hn::Add(q0, WideLo(a2));
+      q1 = hn::Add(q1, WideHi(a2));
+    }
   };
   // Elements [0, end) enter the statistic.
   const int64_t end = stat == Stat::kNone ? 0 : (stat == Stat::kSumOfSquares ? m : n);
   int64_t i = 0;
   for (; i + 8 * N <= end; i += 8 * N) {
-    const V v0 = load(i), v1 = load(i + N), v2 = load(i + 2 * N), v3 = load(i + 3 * N);
-    const V v4 = load(i + 4 * N), v5 = load(i + 5 * N), v6 = load(i + 6 * N);
-    const V v7 = load(i + 7 * N);
-    flush(hn::Add(hn::Add(hn::Add(term(v0), term(v1)), hn::Add(term(v2), term(v3))),
-                  hn::Add(hn::Add(term(v4), term(v5)), hn::Add(term(v6), term(v7)))));
+    const V c0 = term(load(i)), c1 = term(load(i + N)), c2 = term(load(i + 2 * N));
+    const V c3 = term(load(i + 3 * N)), c4 = term(load(i + 4 * N)), c5 = term(load(i + 5 * N));
+    const V c6 = term(load(i + 6 * N)), c7 = term(load(i + 7 * N));
+    const V s = hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
+                        hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)));
+    if constexpr (moments) {
+      flush(s,
+            hn::Add(
+                hn::Add(hn::MulAdd(c0, c0, hn::Mul(c1, c1)), hn::MulAdd(c2, c2, hn::Mul(c3, c3))),
+                hn::Add(hn::MulAdd(c4, c4, hn::Mul(c5, c5)), hn::MulAdd(c6, c6, hn::Mul(c7, c7)))));
+    } else {
+      flush(s, s);
+    }
   }
   const auto single = [&](V v, int64_t at) HWY_ATTR __attribute__((always_inline)) {
     if (stat == Stat::kNone || at >= end) return;
-    if (at + N > end) v = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(end - at)), v);
-    flush(term(v));
+    V c = term(v);
+    if (at + N > end) c = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(end - at)), c);
+    flush(c, hn::Mul(c, c));
   };
   for (; i + N <= n; i += N) single(load(i), i);
   if (i < n) {
@@ -99,11 +140,15 @@ double LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* b
   (void)skip;
   (void)h;
   (void)m;
-  return stat == Stat::kNone ? 0.0 : hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+  if constexpr (stat != Stat::kNone) {
+    out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+    if constexpr (moments) out.squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
+  }
+  return out;
 }
 
-using LoadRowFn = double (*)(const void* x, const void* skip, float alpha, int64_t n, float* buf,
-                             int64_t m, void* h);
+using LoadRowFn = RowSums (*)(const void* x, const void* skip, float alpha, int64_t n, float* buf,
+                              int64_t m, void* h);
 
 template <DType kT, Stat kStat>
 LoadRowFn PickLoadRow(bool skip, bool h) {
@@ -120,6 +165,8 @@ LoadRowFn PickLoadRow(Stat stat, bool skip, bool h) {
       return PickLoadRow<kT, Stat::kSum>(skip, h);
     case Stat::kSumOfSquares:
       return PickLoadRow<kT, Stat::kSumOfSquares>(skip, h);
+    case Stat::kMoments:
+      return PickLoadRow<kT, Stat::kMoments>(skip, h);
   }
   return nullptr;
 }
@@ -248,6 +295,25 @@ inline void RowMoments(const float* buf, int64_t n, double sum, bool f64, double
   if (!f64 && SquaresLeftF32Range(q, n)) q = CenteredSumsF64(buf, n, m, &dsum);
   *mean = m + dsum / dn;
   *m2 = std::max(0.0, q - dsum * dsum / dn);
+}
+
+// The mean and M2 from LoadRow's kMoments sums, without another pass over buf where they
+// are exact enough: when the shift is within sigma / 2 of the mean (mc^2 <= var / 4, mc
+// the mean of c) and c^2 stayed in fp32's range. There the errors of c (one rounding), of
+// its square (one) and of the block sums (three) put the mean within 2^-22 sigma and M2
+// within 2^-21 relative, inside docs/semantics.md's 2^-20. Otherwise (an offset first
+// block, a constant row, Inf or NaN) the centred pass over buf decides (RowMoments).
+inline void MomentsFromSums(const RowSums& r, const float* buf, int64_t n, double* mean,
+                            double* m2) {
+  const double dn = static_cast<double>(n);
+  const double mc = r.sum / dn;
+  const double var = r.squares / dn - mc * mc;
+  if (std::isfinite(var) && !SquaresLeftF32Range(r.squares, n) && 4 * mc * mc <= var) {
+    *mean = static_cast<double>(r.shift) + mc;
+    *m2 = r.squares - r.sum * mc;
+    return;
+  }
+  RowMoments(buf, n, r.sum + dn * static_cast<double>(r.shift), /*f64=*/false, mean, m2);
 }
 
 }  // namespace HWY_NAMESPACE

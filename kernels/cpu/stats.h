@@ -1,11 +1,14 @@
 // Chan's merge of partial statistics, shared by the CPU kernels.
 //
 // Precision plan of the CPU backend (docs/semantics.md, Accuracy):
-// - Row ops: sums in fp32 over blocks of four vectors, each block's lanes added into double
-//   accumulators; LayerNorm's centred pass corrects the first mean, so the mean is within
-//   ~2^-23 sigma and the inverse scale within ~2^-22 relative whatever the offset; rows
-//   whose squares leave fp32's range are redone in double (row_pass-inl.h). The epilogue is
-//   fp32, as the rule's third clause allows where a bias or residual cancels.
+// - Row ops: sums in fp32 over blocks of eight vectors, each block's lanes added into double
+//   accumulators. LayerNorm (and GroupNorm, InstanceNorm) sum x - shift and its square in
+//   the load pass, shift the mean of the first block; where the shift is within sigma / 2
+//   of the mean that is exact to 2^-22 sigma and 2^-21 relative, else a centred pass
+//   corrects the mean (MomentsFromSums, RowMoments): the mean within ~2^-23 sigma and the
+//   inverse scale within ~2^-22 relative whatever the offset. Rows whose squares leave
+//   fp32's range are redone in double (row_pass-inl.h). The epilogue is fp32, as the rule's
+//   third clause allows where a bias or residual cancels.
 // - Channel ops: their mean and variance are outputs held to the F32 rule even where the
 //   mean is small beside sigma, so their centred sums are in double, deviations from a
 //   double mean.

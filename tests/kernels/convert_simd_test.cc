@@ -44,6 +44,10 @@ void NarrowImpl(DType t, const float* in, size_t n, void* out) {
   t == DType::kF16 ? NarrowT<DType::kF16>(in, n, out) : NarrowT<DType::kBF16>(in, n, out);
 }
 size_t LanesImpl() { return hn::Lanes(D()); }
+// Whether this target's bf16 narrowing is the hardware's (AVX512_BF16), which reads
+// subnormal inputs as zero: the kernels never hand it one, since they run with denormals
+// flushed, so this test expects a signed zero for them there.
+bool NativeBF16Impl() { return NORMD_NATIVE_BF16 != 0; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu
@@ -57,6 +61,7 @@ namespace normd::kernels::cpu {
 HWY_EXPORT(WidenImpl);
 HWY_EXPORT(NarrowImpl);
 HWY_EXPORT(LanesImpl);
+HWY_EXPORT(NativeBF16Impl);
 namespace {
 
 using normd::testing::ForEachTarget;
@@ -128,10 +133,14 @@ void ExpectNarrowsLikeScalar(DType t) {
   Pad(&in);
   std::vector<uint16_t> got(in.size());
   HWY_DYNAMIC_DISPATCH(NarrowImpl)(t, in.data(), in.size(), got.data());
+  const bool native_bf16 = HWY_DYNAMIC_DISPATCH(NativeBF16Impl)();
   int failures = 0;
   for (size_t i = 0; i < n && failures < 5; ++i) {
     uint16_t want;
     StoreElement(t, &want, 0, in[i]);
+    if (t == DType::kBF16 && native_bf16 && std::fpclassify(in[i]) == FP_SUBNORMAL) {
+      want = std::signbit(in[i]) ? 0x8000 : 0;
+    }
     const bool nan_want = std::isnan(in[i]);
     const bool ok = nan_want ? (got[i] & 0x7fff) > (t == DType::kF16 ? 0x7c00 : 0x7f80) &&
                                    (got[i] & 0x8000) == (want & 0x8000)

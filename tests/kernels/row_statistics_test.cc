@@ -3,6 +3,7 @@
 // 2^-20 sigma and its inverse scale within 2^-20 relative of the float64 reference, on
 // random and offset rows, for every SIMD target. A naive fp32 kernel (raw sums of x and x^2)
 // is held to the same check and must fail it, so the check can fail.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -139,6 +140,44 @@ TEST(RowStatisticsTest, KernelMeetsItWithAResidualAdded) {
       double mean, scale;
       cpu::RowStatistics(a, 0, &mean, &scale);
       EXPECT_EQ(StatisticsError(a, 0, mean, scale), "") << static_cast<int>(kind);
+    }
+  });
+}
+
+// LayerNorm's statistics come from one pass of sums of x - shift, shift the mean of the
+// row's first block, where those are exact enough (MomentsFromSums), else from a centred
+// second pass. Rows that send it down the second path: a first block far from the rest
+// (a shift many sigma from the mean), a constant row (no spread), a spread that underflows
+// fp32's squares. Rows shorter than a block, and a block's worth of outliers, take the
+// first path with the shift near the mean.
+TEST(RowStatisticsTest, LayerNormOnePassFallsBackWhereItWouldNotBeExact) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(21);
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      for (int64_t cols : {100, 4097, 65536}) {
+        std::vector<Row> rows;
+        for (float jump : {1e3f, -3e4f}) {
+          std::vector<float> v = RandomValues(rng, cols, 1e4f, 1.0f);
+          for (int64_t i = 0; i < std::min<int64_t>(cols, 8); ++i) v[i] += jump;
+          rows.push_back({absl::StrCat("first 8 elements ", jump, " off"), v});
+          v = RandomValues(rng, cols, 1e4f, 1.0f);
+          for (int64_t i = 0; i < std::min<int64_t>(cols, 256); ++i) v[i] += jump;
+          rows.push_back({absl::StrCat("first 256 elements ", jump, " off"), v});
+        }
+        rows.push_back({"constant 7", std::vector<float>(cols, 7.0f)});
+        rows.push_back({"constant 1e4", std::vector<float>(cols, 1e4f)});
+        std::vector<float> step(cols, 1.0f);
+        for (int64_t i = cols / 2; i < cols; ++i) step[i] = 2.0f;
+        rows.push_back({"two halves", step});
+        for (const Row& r : rows) {
+          const Buffer x = Buffer::Of(t, r.values);
+          RowNormArgs a = Args(RowNormKind::kLayer, x, cols);
+          double mean, scale;
+          cpu::RowStatistics(a, 0, &mean, &scale);
+          EXPECT_EQ(StatisticsError(a, 0, mean, scale), "")
+              << r.name << ", " << DTypeName(t) << ", " << cols << " columns";
+        }
+      }
     }
   });
 }
