@@ -62,10 +62,11 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   const float *weight = e.weight, *bias = e.bias;
   const void* skip = e.skip;
   // always_inline: a call per vector would return it through memory.
-  const auto compute = [&](int64_t i, const float* w, const float* b, const void* sk) HWY_ATTR
+  const auto compute = [&](const float* x, const float* w, const float* b, const void* sk) HWY_ATTR
       __attribute__((always_inline)) {
-    // LoadU: after a streamed output's unaligned head, i is no multiple of the vector.
-    V v = hn::Mul(hn::Sub(hn::Sub(hn::LoadU(d, buf + i), vhi), vlo), vs);
+    // LoadU: after a streamed output's unaligned head, or reading the caller's f32 row in
+    // place (DirectRow), x is not vector-aligned.
+    V v = hn::Mul(hn::Sub(hn::Sub(hn::LoadU(d, x), vhi), vlo), vs);
     if constexpr (kCast) v = RoundTo(d, kIn, v);
     if constexpr (kW) v = hn::Mul(v, hn::LoadU(d, w));
     if constexpr (kB) v = hn::Add(v, hn::LoadU(d, b));
@@ -77,12 +78,12 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
     // No arithmetic on an absent (null) parameter: UB even when never read.
-    return compute(i, kW ? weight + i : nullptr, kB ? bias + i : nullptr,
+    return compute(buf + i, kW ? weight + i : nullptr, kB ? bias + i : nullptr,
                    kS ? Offset(skip, kIn, i) : nullptr);
   };
   const size_t esize = ElementSize(t);
-  // A partial vector: parameters and skip from zero-padded copies (the caller's arrays end
-  // at n), the result through a stack buffer.
+  // A partial vector: the row, parameters and skip from zero-padded copies (the caller's
+  // arrays end at n), the result through a stack buffer.
   const auto tail = [&](int64_t i, int64_t count) HWY_ATTR {
     alignas(64) float tw[64] = {}, tb[64] = {};
     alignas(64) unsigned char ts[64 * 4] = {}, part[64 * 4];
@@ -92,7 +93,7 @@ void EpilogueStore(const float* buf, int64_t n, const Epilogue& e, void* out, bo
     if constexpr (kS) {
       std::memcpy(ts, Offset(skip, kIn, i), static_cast<size_t>(count) * ElementSize(kIn));
     }
-    StoreAs<t>(d, compute(i, tw, tb, ts), part);
+    StoreAs<t>(d, compute(TailCopy(buf, i, i + count).v, tw, tb, ts), part);
     std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
   };
   int64_t i = 0;
@@ -208,6 +209,14 @@ int64_t StatCols(const RowNormArgs& a) {
 Stat StatOf(const RowNormArgs& a) {
   return a.kind == RowNormKind::kLayer ? Stat::kMoments : Stat::kSumOfSquares;
 }
+// An f32 row without a residual add is already the fp32 row the statistics and the
+// epilogue read, and so is an f32 h (x + alpha * skip, written by the load pass): they
+// read it in place, and the load pass writes no copy to store and load again (a 1x4096
+// call moves a third fewer bytes through L1).
+bool DirectRow(const RowNormArgs& a) {
+  return a.x.dtype == DType::kF32 &&
+         (a.residual != ResidualPlacement::kAddThenNorm || a.h.present());
+}
 
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
@@ -225,7 +234,8 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   e.alpha = static_cast<float>(a.alpha);
   e.prefetch_size = ElementSize(t);
 
-  const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present());
+  const bool direct = DirectRow(a);
+  const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !direct);
   const EpilogueStoreFn epilogue =
       PickEpilogueStore(a.y.dtype, t, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -239,14 +249,17 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
         load(Offset(a.x.data, t, base), add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
              static_cast<float>(a.alpha), cols, row, stat_cols,
              a.h.present() ? Offset(a.h.data, t, base) : nullptr);
+    const float* src = !direct         ? row
+                       : add_then_norm ? static_cast<const float*>(Offset(a.h.data, t, base))
+                                       : static_cast<const float*>(Offset(a.x.data, t, base));
     double mean, scale;
-    RowStats(a, row, sums, stat_cols, &mean, &scale);
+    RowStats(a, src, sums, stat_cols, &mean, &scale);
     e.hi = static_cast<float>(mean);
     e.lo = static_cast<float>(mean - e.hi);
     e.scale = static_cast<float>(scale);
     if (norm_then_add) e.skip = Offset(a.skip.data, t, base);
     void* y = Offset(a.y.data, a.y.dtype, base);
-    epilogue(row, cols, e, y, p.stream);
+    epilogue(src, cols, e, y, p.stream);
   }
   if (p.stream) hwy::FlushStream();
 }
@@ -257,19 +270,48 @@ void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* sc
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
   const int64_t stat_cols = StatCols(a);
   const DType t = a.x.dtype;
-  const RowSums sums = PickLoadRow(t, StatOf(a), add_then_norm, false)(
-      Offset(a.x.data, t, r * cols), add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr,
-      static_cast<float>(a.alpha), cols, row.get(), stat_cols, nullptr);
-  RowStats(a, row.get(), sums, stat_cols, mean, scale);
+  // Nowhere to write h here: a row with a residual add goes through the buffer.
+  const bool direct = DirectRow(a) && !add_then_norm;
+  const void* x = Offset(a.x.data, t, r * cols);
+  const RowSums sums = PickLoadRow(t, StatOf(a), add_then_norm, false, !direct)(
+      x, add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr, static_cast<float>(a.alpha),
+      cols, row.get(), stat_cols, nullptr);
+  RowStats(a, direct ? static_cast<const float*>(x) : row.get(), sums, stat_cols, mean, scale);
 }
 
-void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* dst) {
-  PickLoadRow(t, Stat::kNone, false, false)(src, nullptr, 0, n, dst, 0, nullptr);
-  if (offset == 0.0f) return;
+// One pass: widen and add the offset (Gemma's 1 + w). No add without an offset: w + 0.0f
+// would turn a -0 weight into +0.
+template <DType kT, bool kOffset>
+void WidenT(const void* src, int64_t n, float offset, float* dst) {
   const D d;
   const V vo = hn::Set(d, offset);
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t i = 0; i < n; i += N) hn::Store(hn::Add(hn::Load(d, dst + i), vo), d, dst + i);
+  const auto widen = [&](const void* p) HWY_ATTR __attribute__((always_inline)) {
+    const V v = LoadAs<kT>(d, p);
+    return kOffset ? hn::Add(v, vo) : v;
+  };
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::Store(widen(Offset(src, kT, i)), d, dst + i);
+  if (i < n) {  // dst has room for whole vectors; src ends at n
+    alignas(64) unsigned char t[64 * 4] = {};
+    std::memcpy(t, Offset(src, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
+    hn::Store(widen(t), d, dst + i);
+  }
+}
+
+void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* dst) {
+  const bool o = offset != 0.0f;
+  switch (t) {
+    case DType::kF32:
+      return o ? WidenT<DType::kF32, true>(src, n, offset, dst)
+               : WidenT<DType::kF32, false>(src, n, offset, dst);
+    case DType::kF16:
+      return o ? WidenT<DType::kF16, true>(src, n, offset, dst)
+               : WidenT<DType::kF16, false>(src, n, offset, dst);
+    case DType::kBF16:
+      return o ? WidenT<DType::kBF16, true>(src, n, offset, dst)
+               : WidenT<DType::kBF16, false>(src, n, offset, dst);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

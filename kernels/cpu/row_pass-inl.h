@@ -45,7 +45,10 @@ struct RowSums {
 // (|x| beyond ~1e19 or below ~1e-19) is redone in double by the caller (SumOfSquaresF64).
 // kMoments' shift is the fp32 mean of the first min(8, n / N) whole vectors (zero when the
 // row is shorter than a vector): close to the row's mean, so c is small and exact.
-template <DType kT, Stat kStat, bool kSkip, bool kH>
+// !kBuf: nothing is written to buf (an f32 row without a residual add is its own fp32
+// copy, and so is an f32 h: the later passes read those, and the store would only fill the
+// cache).
+template <DType kT, Stat kStat, bool kSkip, bool kH, bool kBuf = true>
 RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
                 void* h) {
   constexpr DType t = kT, ht = kT;
@@ -74,7 +77,7 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
   const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     const V v = value(i);
     if constexpr (kH) StoreAs<ht>(d, v, Offset(h, ht, i));
-    hn::Store(v, d, buf + i);
+    if constexpr (kBuf) hn::Store(v, d, buf + i);
     return v;
   };
   // The summed term: x, x^2, or c = x - shift (whose square is formed in the block).
@@ -134,12 +137,13 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
       StoreAs<ht>(d, v, tx);
       std::memcpy(Offset(h, ht, i), tx, static_cast<size_t>(n - i) * ElementSize(ht));
     }
-    hn::Store(v, d, buf + i);
+    if constexpr (kBuf) hn::Store(v, d, buf + i);
     single(v, i);
   }
   (void)skip;
   (void)h;
   (void)m;
+  (void)buf;
   if constexpr (stat != Stat::kNone) {
     out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
     if constexpr (moments) out.squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
@@ -151,36 +155,51 @@ using LoadRowFn = RowSums (*)(const void* x, const void* skip, float alpha, int6
                               int64_t m, void* h);
 
 template <DType kT, Stat kStat>
-LoadRowFn PickLoadRow(bool skip, bool h) {
-  if (!skip) return &LoadRow<kT, kStat, false, false>;
-  return h ? &LoadRow<kT, kStat, true, true> : &LoadRow<kT, kStat, true, false>;
+LoadRowFn PickLoadRow(bool skip, bool h, bool buf) {
+  if (!skip) {
+    return buf ? &LoadRow<kT, kStat, false, false> : &LoadRow<kT, kStat, false, false, false>;
+  }
+  if (!h) return &LoadRow<kT, kStat, true, false>;
+  return buf ? &LoadRow<kT, kStat, true, true> : &LoadRow<kT, kStat, true, true, false>;
 }
 
 template <DType kT>
-LoadRowFn PickLoadRow(Stat stat, bool skip, bool h) {
+LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf) {
   switch (stat) {
     case Stat::kNone:
-      return PickLoadRow<kT, Stat::kNone>(skip, h);
+      return PickLoadRow<kT, Stat::kNone>(skip, h, buf);
     case Stat::kSum:
-      return PickLoadRow<kT, Stat::kSum>(skip, h);
+      return PickLoadRow<kT, Stat::kSum>(skip, h, buf);
     case Stat::kSumOfSquares:
-      return PickLoadRow<kT, Stat::kSumOfSquares>(skip, h);
+      return PickLoadRow<kT, Stat::kSumOfSquares>(skip, h, buf);
     case Stat::kMoments:
-      return PickLoadRow<kT, Stat::kMoments>(skip, h);
+      return PickLoadRow<kT, Stat::kMoments>(skip, h, buf);
   }
   return nullptr;
 }
 
-inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h) {
+// `buf` false: LoadRow writes nothing to buf (REQUIRES: f32, and no skip or an h; the caller
+// reads x or h).
+inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h, bool buf = true) {
   switch (t) {
     case DType::kF32:
-      return PickLoadRow<DType::kF32>(stat, skip, h);
+      return PickLoadRow<DType::kF32>(stat, skip, h, buf);
     case DType::kF16:
-      return PickLoadRow<DType::kF16>(stat, skip, h);
+      return PickLoadRow<DType::kF16>(stat, skip, h, buf);
     case DType::kBF16:
-      return PickLoadRow<DType::kBF16>(stat, skip, h);
+      return PickLoadRow<DType::kBF16>(stat, skip, h, buf);
   }
   return nullptr;
+}
+
+// buf[i, n) (fewer than a vector) followed by zeros, for a whole-vector load.
+struct TailFloats {
+  alignas(64) float v[64];
+};
+inline TailFloats TailCopy(const float* buf, int64_t i, int64_t n) {
+  TailFloats t = {};
+  std::memcpy(t.v, buf + i, static_cast<size_t>(n - i) * sizeof(float));
+  return t;
 }
 
 // Sums over buf[0, n) of c = (v - hi) - lo and of c^2, the deviations from a first
@@ -195,8 +214,8 @@ inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, doub
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const V vhi = hn::Set(d, hi), vlo = hn::Set(d, lo);
   VD q0 = hn::Zero(dd), q1 = hn::Zero(dd), s0 = hn::Zero(dd), s1 = hn::Zero(dd);
-  const auto dev = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    return hn::Sub(hn::Sub(hn::Load(d, buf + i), vhi), vlo);
+  const auto dev = [&](const float* p) HWY_ATTR __attribute__((always_inline)) {
+    return hn::Sub(hn::Sub(hn::LoadU(d, p), vhi), vlo);
   };
   const auto flush = [&](V c, V c2) HWY_ATTR __attribute__((always_inline)) {
     s0 = hn::Add(s0, WideLo(c));
@@ -206,8 +225,9 @@ inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, doub
   };
   int64_t i = 0;
   for (; i + 8 * N <= n; i += 8 * N) {
-    const V c0 = dev(i), c1 = dev(i + N), c2 = dev(i + 2 * N), c3 = dev(i + 3 * N);
-    const V c4 = dev(i + 4 * N), c5 = dev(i + 5 * N), c6 = dev(i + 6 * N), c7 = dev(i + 7 * N);
+    const float* p = buf + i;
+    const V c0 = dev(p), c1 = dev(p + N), c2 = dev(p + 2 * N), c3 = dev(p + 3 * N);
+    const V c4 = dev(p + 4 * N), c5 = dev(p + 5 * N), c6 = dev(p + 6 * N), c7 = dev(p + 7 * N);
     const V s = hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
                         hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)));
     const V q =
@@ -215,9 +235,13 @@ inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, doub
                 hn::Add(hn::MulAdd(c4, c4, hn::Mul(c5, c5)), hn::MulAdd(c6, c6, hn::Mul(c7, c7))));
     flush(s, q);
   }
-  for (; i < n; i += N) {
-    V c = dev(i);
-    if (i + N > n) c = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)), c);
+  for (; i + N <= n; i += N) {
+    const V c = dev(buf + i);
+    flush(c, hn::Mul(c, c));
+  }
+  if (i < n) {  // through a stack copy: buf may be the caller's row, which ends at n
+    const V c =
+        hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)), dev(TailCopy(buf, i, n).v));
     flush(c, hn::Mul(c, c));
   }
   *sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
@@ -236,7 +260,7 @@ inline double CenteredSumsF64(const float* buf, int64_t n, double mean, double* 
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), s0 = hn::Zero(dd), s1 = hn::Zero(dd);
   const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
   for (int64_t i = 0; i < n; i += N) {
-    const V v = hn::Load(d, buf + i);
+    const V v = i + N <= n ? hn::LoadU(d, buf + i) : hn::LoadU(d, TailCopy(buf, i, n).v);
     VD l = hn::Sub(WideLo(v), vm), h = hn::Sub(WideHi(v), vm);
     if (i + N > n) {  // the last vector: lanes past n count nothing
       const int64_t live = n - i;
