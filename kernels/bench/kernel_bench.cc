@@ -3,6 +3,8 @@
 // all threads), the float64 reference, and memcpy moving the same number of bytes (one
 // thread and all threads), and prints GB/s and kernel/memcpy ratios, and for cases under
 // 1 MiB the nanoseconds per call of the kernel and of memcpy on one thread (both in cache).
+// The kernel and memcpy run in alternating timed batches; GB/s are medians, and the ratio
+// is the median of the neighbouring batches' ratios, which share the VM's bandwidth drift.
 //
 // Bytes counted: every byte the op must read and write once (x and y; plus skip and h for
 // fused residuals, skip for NORM_THEN_ADD; BatchNorm training and GroupNorm/InstanceNorm count x
@@ -57,10 +59,55 @@ double TimePerCall(const std::function<void()>& fn, double min_time, int repeats
   return per_call[per_call.size() / 2];
 }
 
+// Calls of fn per timed batch so that one batch takes at least `batch` seconds.
+int64_t Calibrate(const std::function<void()>& fn, double batch) {
+  fn();  // warm up (page faults, caches, thread wake-up)
+  for (int64_t iters = 1;; iters *= 2) {
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < iters; ++i) fn();
+    if (std::chrono::duration<double>(Clock::now() - start).count() >= batch ||
+        iters > (int64_t{1} << 30)) {
+      return iters;
+    }
+  }
+}
+
+double TimeBatch(const std::function<void()>& fn, int64_t iters) {
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < iters; ++i) fn();
+  return std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(iters);
+}
+
+// The kernel and memcpy timed in alternating batches (`repeats` of each, at least
+// min_time / repeats seconds a batch): the machine's memory bandwidth drifts by tens of
+// percent over seconds on a shared VM, and neighbouring batches see the same drift.
+// Returns the median seconds per call of each and the median of the batch pairs' ratios
+// (memcpy time / kernel time: the kernel's speed as a fraction of memcpy's).
+struct PairTiming {
+  double kernel, copy, ratio;
+};
+PairTiming TimeAgainstCopy(const std::function<void()>& kernel, const std::function<void()>& copy,
+                           double min_time, int repeats = 7) {
+  const int64_t ik = Calibrate(kernel, min_time / repeats);
+  const int64_t ic = Calibrate(copy, min_time / repeats);
+  std::vector<double> tk, tc, ratio;
+  for (int r = 0; r < repeats; ++r) {
+    tk.push_back(TimeBatch(kernel, ik));
+    tc.push_back(TimeBatch(copy, ic));
+    ratio.push_back(tc.back() / tk.back());
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(tk), median(tc), median(ratio)};
+}
+
 struct Row {
   std::string op, dtype, shape, backend;
   int threads;
   double gbps, memcpy_gbps;
+  double ratio;  // the median of alternating batches' ratios (TimeAgainstCopy)
   int64_t bytes;
 };
 
@@ -125,37 +172,38 @@ int Main(int argc, char** argv) {
         std::memcpy(dst.get() + lo, src.get() + lo, hi - lo);
       });
     };
-    double g[2], m[2];
+    double g[2], m[2], ratio[2];
     int threads[2] = {1, all};
     for (int k = 0; k < 2; ++k) {
-      const double tk = TimePerCall([&] { c.run(cpu, threads[k]); }, min_time);
-      const double tm = TimePerCall([&] { copy(threads[k]); }, min_time);
-      g[k] = c.bytes / tk / 1e9;
-      m[k] = c.bytes / tm / 1e9;
-      rows.push_back({c.op, c.dtype, c.shape, "cpu", threads[k], g[k], m[k], c.bytes});
+      const PairTiming t =
+          TimeAgainstCopy([&] { c.run(cpu, threads[k]); }, [&] { copy(threads[k]); }, min_time);
+      g[k] = c.bytes / t.kernel / 1e9;
+      m[k] = c.bytes / t.copy / 1e9;
+      ratio[k] = t.ratio;
+      rows.push_back({c.op, c.dtype, c.shape, "cpu", threads[k], g[k], m[k], ratio[k], c.bytes});
     }
     double ref = 0;
     if (reference && c.reference) {
       ref = c.bytes / TimePerCall(c.reference, min_time / 5, 1) / 1e9;
-      rows.push_back({c.op, c.dtype, c.shape, "reference", 1, ref, m[0], c.bytes});
+      rows.push_back({c.op, c.dtype, c.shape, "reference", 1, ref, m[0], ref / m[0], c.bytes});
     }
     const std::string ns = c.bytes < (1 << 20) ? absl::StrFormat("%.0f (%.0f)", c.bytes / g[0],
                                                                  c.bytes / m[0])  // bytes / (GB/s)
                                                : "";
     std::printf("%-22s %-5s %-16s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %9.3f %16s\n", c.op.c_str(),
-                c.dtype.c_str(), c.shape.c_str(), g[0], m[0], g[0] / m[0], g[1], m[1], g[1] / m[1],
-                ref, ns.c_str());
+                c.dtype.c_str(), c.shape.c_str(), g[0], m[0], ratio[0], g[1], m[1], ratio[1], ref,
+                ns.c_str());
     std::fflush(stdout);
     c.teardown();
   }
   if (!json_path.empty()) {
     std::vector<std::string> objs;
     for (const Row& r : rows) {
-      objs.push_back(
-          absl::StrCat("{\"op\": \"", r.op, "\", \"dtype\": \"", r.dtype, "\", \"shape\": \"",
-                       r.shape, "\", \"threads\": ", r.threads, ", \"backend\": \"", r.backend,
-                       "\", \"gbps\": ", r.gbps, ", \"memcpy_gbps\": ", r.memcpy_gbps,
-                       ", \"ratio\": ", r.gbps / r.memcpy_gbps, ", \"bytes\": ", r.bytes, "}"));
+      objs.push_back(absl::StrCat("{\"op\": \"", r.op, "\", \"dtype\": \"", r.dtype,
+                                  "\", \"shape\": \"", r.shape, "\", \"threads\": ", r.threads,
+                                  ", \"backend\": \"", r.backend, "\", \"gbps\": ", r.gbps,
+                                  ", \"memcpy_gbps\": ", r.memcpy_gbps, ", \"ratio\": ", r.ratio,
+                                  ", \"bytes\": ", r.bytes, "}"));
     }
     std::ofstream(json_path) << "[\n  " << absl::StrJoin(objs, ",\n  ") << "\n]\n";
   }

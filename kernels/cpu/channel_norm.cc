@@ -62,6 +62,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
   const double count = static_cast<double>(a.n * a.s);
   const bool cf = a.layout == Layout::kChannelsFirst;
+  const bool stream = total * ElementSize(a.y.dtype) > options_.stream_bytes;
   std::vector<double> mean(a.c), scale(a.c), shift(a.c);
   // Per channel: statistics (training) or running stats, then the coefficients.
   auto finish_channel = [&](int64_t c, double m, double var) {
@@ -98,7 +99,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
         for (int64_t n = 0; n < a.n; ++n) {
           const int64_t off = (n * a.c + c) * a.s;
           cpu::ApplyRun(a.x.dtype, At(a.x, off), a.s, mean[c], scale[c], shift[c], a.y.dtype,
-                        At(a.y, off));
+                        At(a.y, off), stream);
         }
       }
     });
@@ -122,7 +123,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   }
   pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
     cpu::ApplyColumns(a.x.dtype, At(a.x, begin * a.c), end - begin, a.c, mean.data(), scale.data(),
-                      shift.data(), a.y.dtype, At(a.y, begin * a.c));
+                      shift.data(), a.y.dtype, At(a.y, begin * a.c), stream);
   });
   return absl::OkStatus();
 }
@@ -135,6 +136,8 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
+  // Outputs beyond the cache go out non-temporal, as the row ops' do.
+  const bool stream = total * ElementSize(a.y.dtype) > options_.stream_bytes;
   cpu::ScopedFlushDenormals flush;
   if (a.layout == Layout::kChannelsFirst) {
     // Instance by instance: a group is cpg * S contiguous elements.
@@ -150,7 +153,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
           double scale, shift;
           Coefficients(a.weight, a.bias, c, rstd, &scale, &shift);
           cpu::ApplyRun(a.x.dtype, At(a.x, off + k * a.s), a.s, mean, scale, shift, a.y.dtype,
-                        At(a.y, off + k * a.s));
+                        At(a.y, off + k * a.s), stream);
         }
       }
     });
@@ -181,7 +184,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
         }
       }
       cpu::ApplyColumns(a.x.dtype, At(a.x, off), a.s, a.c, mean.data(), scale.data(), shift.data(),
-                        a.y.dtype, At(a.y, off));
+                        a.y.dtype, At(a.y, off), stream);
     }
   });
   return absl::OkStatus();

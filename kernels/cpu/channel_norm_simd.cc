@@ -32,21 +32,34 @@ HWY_INLINE int64_t HiOffset() {
 #endif
 }
 
+// Elements before the first vector-aligned element of y (whose elements are esize bytes
+// and vectors N elements), at most n; -1 when y is not even element-aligned.
+HWY_INLINE int64_t StreamHead(const void* y, size_t esize, int64_t N, int64_t n) {
+  const size_t align = static_cast<size_t>(N) * esize;
+  const size_t mis = reinterpret_cast<uintptr_t>(y) % align;
+  if (mis % esize != 0) return -1;
+  return std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
+}
+
 void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
   constexpr int64_t kChunk = 1 << 16;  // stays in L2 between the two passes
   thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
   // fp32 statistics (GroupNorm, InstanceNorm) in one pass where they are exact enough.
-  const LoadRowFn load = PickLoadRow(t, f64 ? Stat::kSum : Stat::kMoments, false, false);
+  // f32 runs are read in place, others widened into the buffer.
+  const bool direct = t == DType::kF32;
+  const LoadRowFn load =
+      PickLoadRow(t, f64 ? Stat::kSum : Stat::kMoments, false, false, /*buf=*/!direct);
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     const RowSums sums = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr);
+    const float* src = direct ? static_cast<const float*>(Offset(x, t, i)) : buf.get();
     double m, m2;
     if (f64) {
-      RowMoments(buf.get(), len, sums.sum, /*f64=*/true, &m, &m2);
+      RowMoments(src, len, sums.sum, /*f64=*/true, &m, &m2);
     } else {
-      MomentsFromSums(sums, buf.get(), len, &m, &m2);
+      MomentsFromSums(sums, src, len, &m, &m2);
     }
     acc.Merge(static_cast<double>(len), m, m2);
   }
@@ -58,22 +71,34 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
 // mean), within docs/semantics.md's 2^-20 of the terms' magnitudes where the shift (the
 // bias) cancels.
 template <DType kT, DType kOut>
-void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y) {
+void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y,
+               bool stream) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const float hi = static_cast<float>(mean);
   const V vhi = hn::Set(d, hi), vlo = hn::Set(d, static_cast<float>(mean - hi));
   const V vs = hn::Set(d, static_cast<float>(scale)), vb = hn::Set(d, static_cast<float>(shift));
   auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(hn::Sub(v, vhi), vlo), vs, vb); };
+  // [i, i + count), count < N, through stack copies: x and y end at n.
+  auto part = [&](int64_t i, int64_t count) HWY_ATTR {
+    alignas(64) unsigned char tx[64 * 4] = {}, ty[64 * 4];
+    std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(count) * ElementSize(kT));
+    StoreAs<kOut>(d, f(LoadAs<kT>(d, tx)), ty);
+    std::memcpy(Offset(y, kOut, i), ty, static_cast<size_t>(count) * ElementSize(kOut));
+  };
   int64_t i = 0;
+  const int64_t head = stream ? StreamHead(y, ElementSize(kOut), N, n) : -1;
+  if (head >= 0) {
+    // Non-temporal: the output skips the cache (no read for ownership) and leaves x's
+    // channel there for the next pass.
+    if (head > 0) part(0, head);
+    for (i = head; i + N <= n; i += N)
+      StreamAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
+  }
   for (; i + N <= n; i += N)
     StoreAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
-  if (i < n) {
-    alignas(64) unsigned char tx[64 * 4] = {}, ty[64 * 4];
-    std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
-    StoreAs<kOut>(d, f(LoadAs<kT>(d, tx)), ty);
-    std::memcpy(Offset(y, kOut, i), ty, static_cast<size_t>(n - i) * ElementSize(kOut));
-  }
+  if (i < n) part(i, n - i);
+  if (head >= 0) hwy::FlushStream();
 }
 
 // Column statistics keep their accumulators in registers: columns go in groups of up to
@@ -202,7 +227,7 @@ void ColumnCenteredSquaresT(const void* x, int64_t rows, int64_t cols, const dou
 // The same per column, the column's coefficients in fp32 once per call.
 template <DType kT, DType kOut>
 void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean,
-                   const double* scale, const double* shift, void* y) {
+                   const double* scale, const double* shift, void* y, bool stream) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vec_cols = cols / N * N;
@@ -215,20 +240,27 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
     fs[c] = static_cast<float>(scale[c]);
     fb[c] = static_cast<float>(shift[c]);
   }
+  const auto at = [&](const void* in, int64_t c) HWY_ATTR __attribute__((always_inline)) {
+    const V v = LoadAs<kT>(d, Offset(in, kT, c));
+    const V dev = hn::Sub(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, flo + c));
+    return hn::MulAdd(dev, hn::LoadU(d, fs + c), hn::LoadU(d, fb + c));
+  };
   for (int64_t r = 0; r < rows; ++r) {
     const void* in = Offset(x, kT, r * cols);
     void* out = Offset(y, kOut, r * cols);
-    for (int64_t c = 0; c < vec_cols; c += N) {
-      const V v = LoadAs<kT>(d, Offset(in, kT, c));
-      const V dev = hn::Sub(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, flo + c));
-      StoreAs<kOut>(d, hn::MulAdd(dev, hn::LoadU(d, fs + c), hn::LoadU(d, fb + c)),
-                    Offset(out, kOut, c));
+    // Non-temporal where the row starts on a vector boundary (C a multiple of the vector,
+    // the usual case): the output skips the cache and its read for ownership.
+    if (stream && StreamHead(out, ElementSize(kOut), N, vec_cols) == 0) {
+      for (int64_t c = 0; c < vec_cols; c += N) StreamAs<kOut>(d, at(in, c), Offset(out, kOut, c));
+    } else {
+      for (int64_t c = 0; c < vec_cols; c += N) StoreAs<kOut>(d, at(in, c), Offset(out, kOut, c));
     }
     for (int64_t c = vec_cols; c < cols; ++c) {
       const double v = (LoadElement(kT, in, c) - mean[c]) * scale[c] + shift[c];
       StoreElement(kOut, out, c, static_cast<float>(v));
     }
   }
+  if (stream) hwy::FlushStream();
 }
 
 // Runtime dtype -> template instantiation.
@@ -259,13 +291,14 @@ template <DType kT>
 struct ApplyRunF {
   template <DType kOut>
   struct Out {
-    static void Run(const void* x, int64_t n, double mean, double scale, double shift, void* y) {
-      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y);
+    static void Run(const void* x, int64_t n, double mean, double scale, double shift, void* y,
+                    bool stream) {
+      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y, stream);
     }
   };
   static void Run(DType out, const void* x, int64_t n, double mean, double scale, double shift,
-                  void* y) {
-    ByType<Out>(out, x, n, mean, scale, shift, y);
+                  void* y, bool stream) {
+    ByType<Out>(out, x, n, mean, scale, shift, y, stream);
   }
 };
 template <DType kT>
@@ -273,19 +306,19 @@ struct ApplyColumnsF {
   template <DType kOut>
   struct Out {
     static void Run(const void* x, int64_t rows, int64_t cols, const double* mean,
-                    const double* scale, const double* shift, void* y) {
-      ApplyColumnsT<kT, kOut>(x, rows, cols, mean, scale, shift, y);
+                    const double* scale, const double* shift, void* y, bool stream) {
+      ApplyColumnsT<kT, kOut>(x, rows, cols, mean, scale, shift, y, stream);
     }
   };
   static void Run(DType out, const void* x, int64_t rows, int64_t cols, const double* mean,
-                  const double* scale, const double* shift, void* y) {
-    ByType<Out>(out, x, rows, cols, mean, scale, shift, y);
+                  const double* scale, const double* shift, void* y, bool stream) {
+    ByType<Out>(out, x, rows, cols, mean, scale, shift, y, stream);
   }
 };
 
 void ApplyRunImpl(DType t, const void* x, int64_t n, double mean, double scale, double shift,
-                  DType out, void* y) {
-  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y);
+                  DType out, void* y, bool stream) {
+  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream);
 }
 void ColumnSumsImpl(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
   ByType<ColumnSumsF>(t, x, rows, cols, sum);
@@ -295,8 +328,8 @@ void ColumnCenteredSquaresImpl(DType t, const void* x, int64_t rows, int64_t col
   ByType<ColumnCenteredSquaresF>(t, x, rows, cols, mean, m2);
 }
 void ApplyColumnsImpl(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
-                      const double* scale, const double* shift, DType out, void* y) {
-  ByType<ApplyColumnsF>(t, out, x, rows, cols, mean, scale, shift, y);
+                      const double* scale, const double* shift, DType out, void* y, bool stream) {
+  ByType<ApplyColumnsF>(t, out, x, rows, cols, mean, scale, shift, y, stream);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -316,8 +349,8 @@ void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, doubl
   NORMD_DISPATCH(RunMomentsImpl)(t, x, n, f64, mean, m2);
 }
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
-              void* y) {
-  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y);
+              void* y, bool stream) {
+  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream);
 }
 void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
   NORMD_DISPATCH(ColumnSumsImpl)(t, x, rows, cols, sum);
@@ -327,8 +360,8 @@ void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, c
   NORMD_DISPATCH(ColumnCenteredSquaresImpl)(t, x, rows, cols, mean, m2);
 }
 void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
-                  const double* scale, const double* shift, DType out, void* y) {
-  NORMD_DISPATCH(ApplyColumnsImpl)(t, x, rows, cols, mean, scale, shift, out, y);
+                  const double* scale, const double* shift, DType out, void* y, bool stream) {
+  NORMD_DISPATCH(ApplyColumnsImpl)(t, x, rows, cols, mean, scale, shift, out, y, stream);
 }
 
 }  // namespace normd::kernels::cpu

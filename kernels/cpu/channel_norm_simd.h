@@ -17,9 +17,10 @@ namespace normd::kernels::cpu {
 // rule); else fp32 blocks, within ~2^-22 (GroupNorm, InstanceNorm).
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2);
 
-// y[i] = (x[i] - mean) * scale + shift over n contiguous elements.
+// y[i] = (x[i] - mean) * scale + shift over n contiguous elements. `stream`: y written
+// with non-temporal stores (outputs larger than the cache), fenced before returning.
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
-              void* y);
+              void* y, bool stream);
 
 // Column statistics of a rows x cols block (row-major, row stride cols):
 // sum[c] += sum of column c; m2[c] += sum of (x - mean[c])^2 over column c.
@@ -27,9 +28,10 @@ void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum)
 void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                            double* m2);
 
-// y[r, c] = (x[r, c] - mean[c]) * scale[c] + shift[c] over a rows x cols block.
+// y[r, c] = (x[r, c] - mean[c]) * scale[c] + shift[c] over a rows x cols block; `stream`
+// as for ApplyRun.
 void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
-                  const double* scale, const double* shift, DType out, void* y);
+                  const double* scale, const double* shift, DType out, void* y, bool stream);
 
 }  // namespace normd::kernels::cpu
 

@@ -1,8 +1,9 @@
 // Highway implementation of RowNormRows. Per row: one pass loads and widens the input into
-// an fp32 row buffer that stays in L1/L2, fusing h = alpha * skip + x (and storing h) and
-// summing the row's squares, or (LayerNorm) its deviations from a shift and their squares,
-// which give the moments unless the shift was far from the mean (then a centred pass over
-// the buffer corrects the mean: MomentsFromSums); one pass computes the epilogue,
+// an fp32 row buffer that stays in L1/L2 (f32 rows without a residual add, and f32 h, are
+// read in place: DirectRow), fusing h = alpha * skip + x (and storing h) and summing the
+// row's squares, or (LayerNorm) its deviations from a shift and their squares, which give
+// the moments unless the shift was far from the mean (then a centred pass over the row
+// corrects the mean: MomentsFromSums); one pass computes the epilogue,
 // converts and stores y (non-temporal when large). The input is read from memory once.
 //
 // Precision (see stats.h): values widened to fp32, sums in fp32 blocks gathered in double
