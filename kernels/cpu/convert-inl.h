@@ -187,8 +187,13 @@ template <DType kT>
 HWY_INLINE void StreamAs(D d, V v, void* p) {
   if constexpr (kT == DType::kF32) {
     hn::Stream(v, d, static_cast<float*>(p));
-  } else {
+  } else if constexpr (hn::MaxLanes(DU16()) * sizeof(uint16_t) >= 16) {
     hn::Stream(ToHalfBits<kT>(d, v), DU16(), static_cast<uint16_t*>(p));
+  } else {
+    // Under 16 bytes (SSE4 and below: four u16), Highway's Stream would write a whole
+    // 16-byte register at a 16-byte aligned address: past the vector, and a fault at an
+    // 8-byte aligned one. A plain store instead.
+    hn::StoreU(ToHalfBits<kT>(d, v), DU16(), static_cast<uint16_t*>(p));
   }
 }
 
