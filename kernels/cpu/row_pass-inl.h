@@ -45,9 +45,8 @@ struct RowSums {
 // (|x| beyond ~1e19 or below ~1e-19) is redone in double by the caller (SumOfSquaresF64).
 // kMoments' shift is the fp32 mean of the first min(8, n / N) whole vectors (zero when the
 // row is shorter than a vector): close to the row's mean, so c is small and exact.
-// !kBuf: nothing is written to buf (an f32 row without a residual add is its own fp32
-// copy, and so is an f32 h: the later passes read those, and the store would only fill the
-// cache).
+// !kBuf: nothing is written to buf (the later passes read a row without a residual add in
+// place, widening it again, and an f32 h: the store would only fill the cache).
 template <DType kT, Stat kStat, bool kSkip, bool kH, bool kBuf = true>
 RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
                 void* h) {
@@ -178,8 +177,8 @@ LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf) {
   return nullptr;
 }
 
-// `buf` false: LoadRow writes nothing to buf (REQUIRES: f32, and no skip or an h; the caller
-// reads x or h).
+// `buf` false: LoadRow writes nothing to buf (REQUIRES: no skip, or f32 with an h; the
+// caller reads x or h).
 inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h, bool buf = true) {
   switch (t) {
     case DType::kF32:
@@ -321,23 +320,31 @@ inline void RowMoments(const float* buf, int64_t n, double sum, bool f64, double
   *m2 = std::max(0.0, q - dsum * dsum / dn);
 }
 
-// The mean and M2 from LoadRow's kMoments sums, without another pass over buf where they
-// are exact enough: when the shift is within sigma / 2 of the mean (mc^2 <= var / 4, mc
-// the mean of c) and c^2 stayed in fp32's range. There the errors of c (one rounding), of
-// its square (one) and of the block sums (three) put the mean within 2^-22 sigma and M2
-// within 2^-21 relative, inside docs/semantics.md's 2^-20. Otherwise (an offset first
-// block, a constant row, Inf or NaN) the centred pass over buf decides (RowMoments).
-inline void MomentsFromSums(const RowSums& r, const float* buf, int64_t n, double* mean,
-                            double* m2) {
+// The mean and M2 from LoadRow's kMoments sums, without another pass over the row where
+// they are exact enough: when the shift is within sigma / 2 of the mean (mc^2 <= var / 4,
+// mc the mean of c) and c^2 stayed in fp32's range. There the errors of c (one rounding),
+// of its square (one) and of the block sums (three) put the mean within 2^-22 sigma and M2
+// within 2^-21 relative, inside docs/semantics.md's 2^-20. Returns false otherwise (an
+// offset first block, a constant row, Inf or NaN): then the centred pass decides
+// (RowMoments, from the first estimate sum + n * shift).
+inline bool OnePassMoments(const RowSums& r, int64_t n, double* mean, double* m2) {
   const double dn = static_cast<double>(n);
   const double mc = r.sum / dn;
   const double var = r.squares / dn - mc * mc;
-  if (std::isfinite(var) && !SquaresLeftF32Range(r.squares, n) && 4 * mc * mc <= var) {
-    *mean = static_cast<double>(r.shift) + mc;
-    *m2 = r.squares - r.sum * mc;
-    return;
+  if (!(std::isfinite(var) && !SquaresLeftF32Range(r.squares, n) && 4 * mc * mc <= var)) {
+    return false;
   }
-  RowMoments(buf, n, r.sum + dn * static_cast<double>(r.shift), /*f64=*/false, mean, m2);
+  *mean = static_cast<double>(r.shift) + mc;
+  *m2 = r.squares - r.sum * mc;
+  return true;
+}
+
+// OnePassMoments, else the centred pass over buf (the row in fp32).
+inline void MomentsFromSums(const RowSums& r, const float* buf, int64_t n, double* mean,
+                            double* m2) {
+  if (OnePassMoments(r, n, mean, m2)) return;
+  RowMoments(buf, n, r.sum + static_cast<double>(n) * static_cast<double>(r.shift),
+             /*f64=*/false, mean, m2);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -302,16 +302,24 @@ TEST(RowNormBatchTest, SegmentsAreBitIdenticalToSeparateRuns) {
 // Large outputs go out with non-temporal stores, which need aligned addresses: the kernel
 // writes a head up to the first aligned element and streams from there. An output at any
 // offset (a protobuf string's data is 16-byte aligned, not 64) must give the same bytes as
-// plain stores, on every target (SSE4's four-lane f16/bf16 stores once faulted). (An aligned load
+// plain stores, on every target (SSE4's four-lane f16/bf16 stores once faulted), from
+// every input dtype. (An aligned load
 // of the row buffer at the head's odd offset once crashed normd on a single 128 MiB request.)
 TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   ForEachTarget([] {
     std::mt19937_64 rng(7);
     const int64_t rows = 3, cols = 1000;  // not a multiple of any vector width
-    for (DType out_t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
+    // buffer: the same bytes either way.
+    for (auto [in_t, out_t] : {std::pair{DType::kF32, DType::kF32},
+                               {DType::kF32, DType::kF16},
+                               {DType::kF32, DType::kBF16},
+                               {DType::kF16, DType::kF16},
+                               {DType::kBF16, DType::kBF16},
+                               {DType::kBF16, DType::kF32}}) {
       for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
         for (bool affine : {false, true}) {
-          Buffer x = Buffer::Of(DType::kF32, RandomValues(rng, rows * cols, 0.5f, 2));
+          Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
           Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
           Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
           const size_t esize = ElementSize(out_t);
