@@ -218,7 +218,8 @@ TEST_P(ChannelNormTest, ParallelPathsMatchReference) {
 // alignment of y: the bytes must be those of plain stores, for BatchNorm (training and
 // inference) and GroupNorm in both layouts, at every element offset within a vector.
 TEST_P(ChannelNormTest, StreamedOutputsEqualPlainOnes) {
-  const auto& [dtype, layout] = GetParam();
+  const DType dtype = std::get<0>(GetParam());
+  const Layout layout = std::get<1>(GetParam());
   CpuBackendOptions never, always;
   never.stream_bytes = int64_t{1} << 60;
   always.stream_bytes = 0;

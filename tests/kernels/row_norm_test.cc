@@ -311,12 +311,14 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
     const int64_t rows = 3, cols = 1000;  // not a multiple of any vector width
     // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
     // buffer: the same bytes either way.
-    for (auto [in_t, out_t] : {std::pair{DType::kF32, DType::kF32},
-                               {DType::kF32, DType::kF16},
-                               {DType::kF32, DType::kBF16},
-                               {DType::kF16, DType::kF16},
-                               {DType::kBF16, DType::kBF16},
-                               {DType::kBF16, DType::kF32}}) {
+    for (const auto& io : {std::pair{DType::kF32, DType::kF32},
+                           {DType::kF32, DType::kF16},
+                           {DType::kF32, DType::kBF16},
+                           {DType::kF16, DType::kF16},
+                           {DType::kBF16, DType::kBF16},
+                           {DType::kBF16, DType::kF32}}) {
+      // Plain variables: a lambda below captures them (clang 14 cannot capture bindings).
+      const DType in_t = io.first, out_t = io.second;
       for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
         for (bool affine : {false, true}) {
           Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
