@@ -19,8 +19,10 @@ if [[ ${1:-} == --test ]]; then
   # jq), the manifests (kubectl kustomize, yamllint).
   packages+=(openssl podman buildah debootstrap jq yamllint)
   # The hardening suites (scripts/test-hardened.sh): clang with its sanitizer and
-  # libFuzzer runtimes.
-  packages+=(clang-14 libclang-rt-14-dev)
+  # libFuzzer runtimes, and llvm-symbolizer (llvm-14): without it the sanitizers print
+  # frames without function names, and the suppressions, which name functions, match
+  # nothing (a fresh machine's tsan suite failed on Abseil's own suppressed race).
+  packages+=(clang-14 libclang-rt-14-dev llvm-14)
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 

@@ -28,6 +28,10 @@ configure() {  # configure <dir> <cmake args...>
   [[ -f $dir/CMakeCache.txt ]] || cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 }
 
+# The suppressions name functions: the reports need a symbolizer (llvm-14's, from
+# scripts/install-deps.sh --test), not whichever llvm-symbolizer PATH finds first.
+symbolizer=external_symbolizer_path=/usr/lib/llvm-14/bin/llvm-symbolizer
+
 for suite in "${suites[@]}"; do
   start=$(date +%s)
   case $suite in
@@ -36,7 +40,7 @@ for suite in "${suites[@]}"; do
       cmake --build build-asan -j "$jobs"
       # Leaks are reported by LeakSanitizer at each program's exit; the suppressions name
       # what gRPC and protobuf keep on purpose until exit.
-      export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1"
+      export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:$symbolizer"
       export LSAN_OPTIONS="suppressions=$sanitizer_dir/lsan.supp:print_suppressions=0"
       export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
       # The image and the package test build their own, uninstrumented binaries.
@@ -49,7 +53,7 @@ for suite in "${suites[@]}"; do
       cmake --build build-tsan -j "$jobs" --target server_test integration_test kernels_test
       # Only the tsan suite's programs get the instrumented Abseil (the soak's normd must not).
       tsan_env=(env "LD_LIBRARY_PATH=$PWD/build-tsan/abseil/lib"
-                "TSAN_OPTIONS=suppressions=$sanitizer_dir/tsan.supp:halt_on_error=1:second_deadlock_stack=1")
+                "TSAN_OPTIONS=suppressions=$sanitizer_dir/tsan.supp:halt_on_error=1:second_deadlock_stack=1:$symbolizer")
       # Every test of the service (server_test, integration_test) and the kernels' thread
       # pool; the kernels' arithmetic has no threads of its own to race.
       names=$( { "${tsan_env[@]}" build-tsan/tests/server_test --gtest_list_tests
