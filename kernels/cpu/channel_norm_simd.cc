@@ -32,15 +32,6 @@ HWY_INLINE int64_t HiOffset() {
 #endif
 }
 
-// Elements before the first vector-aligned element of y (whose elements are esize bytes
-// and vectors N elements), at most n; -1 when y is not even element-aligned.
-HWY_INLINE int64_t StreamHead(const void* y, size_t esize, int64_t N, int64_t n) {
-  const size_t align = static_cast<size_t>(N) * esize;
-  const size_t mis = reinterpret_cast<uintptr_t>(y) % align;
-  if (mis % esize != 0) return -1;
-  return std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
-}
-
 void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
   constexpr int64_t kChunk = 1 << 16;  // stays in L2 between the two passes
   thread_local hwy::AlignedFreeUniquePtr<float[]> buf;

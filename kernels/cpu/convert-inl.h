@@ -11,6 +11,7 @@
 #define NORMD_KERNELS_CPU_CONVERT_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstring>
 
 #include "hwy/cache_control.h"
@@ -195,6 +196,15 @@ HWY_INLINE void StreamAs(D d, V v, void* p) {
     // 8-byte aligned one. A plain store instead.
     hn::StoreU(ToHalfBits<kT>(d, v), DU16(), static_cast<uint16_t*>(p));
   }
+}
+
+// Elements before the first vector-aligned element of y (elements of esize bytes, vectors of
+// N elements), at most n: where StreamAs may start. -1 when y is not even element-aligned.
+HWY_INLINE int64_t StreamHead(const void* y, size_t esize, int64_t N, int64_t n) {
+  const size_t align = static_cast<size_t>(N) * esize;
+  const size_t mis = reinterpret_cast<uintptr_t>(y) % align;
+  if (mis % esize != 0) return -1;
+  return std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
 }
 
 // v rounded to t and widened back (cast_before_weight's intermediate rounding).

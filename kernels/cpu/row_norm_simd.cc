@@ -102,15 +102,10 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
     std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
   };
   int64_t i = 0;
-  if (stream) {
-    const size_t align = static_cast<size_t>(N) * esize;
-    const size_t mis = reinterpret_cast<uintptr_t>(out) % align;
-    if (mis % esize == 0) {
-      const int64_t head =
-          std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
-      if (head > 0) tail(0, head);
-      for (i = head; i + N <= n; i += N) StreamAs<t>(d, at(i), Offset(out, t, i));
-    }
+  const int64_t head = stream ? StreamHead(out, esize, N, n) : -1;
+  if (head >= 0) {
+    if (head > 0) tail(0, head);
+    for (i = head; i + N <= n; i += N) StreamAs<t>(d, at(i), Offset(out, t, i));
   }
   for (; i + N <= n; i += N) StoreAs<t>(d, at(i), Offset(out, t, i));
   if (i < n) tail(i, n - i);
