@@ -4,8 +4,11 @@
 // its peak RSS. Once a period, when requests released at least `min_released` bytes of the
 // memory budget since the last look, the trimmer calls malloc_trim(0), which returns free
 // pages of every arena, and goes on doing so for a few periods (gRPC frees its buffers of
-// a call a little after the call's reservation is released). Requests of at least the mmap
-// threshold are unmapped when freed anyway; this is for the rest.
+// a call a little after the call's reservation is released), and whenever the free bytes the
+// arenas hold grew by `min_released` since the last trim (frees after that window).
+// Blocks of 4 MiB and more are mapped on their own and unmapped when freed, and a thread
+// arena's top beyond 8 MiB goes back on free (fixed malloc thresholds, set by the
+// constructor: malloc_trim cannot shrink those tops); this is for the rest.
 //
 // Thread safety: owns one thread; construct and destroy from one thread.
 #ifndef NORMD_SERVER_MEMORY_TRIM_H_

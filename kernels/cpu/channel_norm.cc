@@ -5,7 +5,7 @@
 // pass finds it in cache where it can: channels-first BatchNorm works channel by channel
 // (N runs of S), GroupNorm group by group (contiguous), channels-last GroupNorm sample by
 // sample. Channels-last BatchNorm reduces over the whole tensor: blocks of rows are reduced
-// in cache (two passes per block) and merged with Chan's formula, then the output pass
+// in cache (one pass per block where exact) and merged with Chan's formula, then the output pass
 // reads x again.
 #include <algorithm>
 #include <cmath>
@@ -34,19 +34,16 @@ void Coefficients(const ConstTensor& weight, const ConstTensor& bias, int64_t c,
 }
 
 // Per-column (count, mean, M2) of rows [begin, end) of a [rows, C] matrix, reduced in
-// blocks that fit in L2 and merged with Chan's formula.
+// blocks that fit in L2 (one pass each where exact: cpu::ColumnMoments) and merged with
+// Chan's formula.
 std::vector<cpu::ChanMoments> ColumnMoments(const ConstTensor& x, int64_t c_dim, int64_t begin,
                                             int64_t end) {
   std::vector<cpu::ChanMoments> acc(c_dim);
   const int64_t block = std::max<int64_t>(1, (256 << 10) / (c_dim * ElementSize(x.dtype)));
-  std::vector<double> sum(c_dim), mean(c_dim), m2(c_dim);
+  std::vector<double> mean(c_dim), m2(c_dim);
   for (int64_t r = begin; r < end; r += block) {
     const int64_t rows = std::min(block, end - r);
-    std::fill(sum.begin(), sum.end(), 0.0);
-    std::fill(m2.begin(), m2.end(), 0.0);
-    cpu::ColumnSums(x.dtype, At(x, r * c_dim), rows, c_dim, sum.data());
-    for (int64_t c = 0; c < c_dim; ++c) mean[c] = sum[c] / static_cast<double>(rows);
-    cpu::ColumnCenteredSquares(x.dtype, At(x, r * c_dim), rows, c_dim, mean.data(), m2.data());
+    cpu::ColumnMoments(x.dtype, At(x, r * c_dim), rows, c_dim, mean.data(), m2.data());
     for (int64_t c = 0; c < c_dim; ++c) acc[c].Merge(static_cast<double>(rows), mean[c], m2[c]);
   }
   return acc;
@@ -160,27 +157,23 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
     return absl::OkStatus();
   }
   // Channels last, sample by sample: a sample is an [S, C] matrix whose columns fall into
-  // groups of cpg; it is reduced in two passes and normalized while in cache.
+  // groups of cpg; its column statistics (one pass where exact) merge into the groups',
+  // and it is normalized while in cache.
   pool_->ParallelFor(a.n, max_threads, [&](int64_t begin, int64_t end) {
-    std::vector<double> sum(a.c), mean(a.c), m2(a.c), scale(a.c), shift(a.c);
+    std::vector<double> cmean(a.c), cm2(a.c), mean(a.c), scale(a.c), shift(a.c);
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * a.s * a.c;
-      std::fill(sum.begin(), sum.end(), 0.0);
-      std::fill(m2.begin(), m2.end(), 0.0);
-      cpu::ColumnSums(a.x.dtype, At(a.x, off), a.s, a.c, sum.data());
+      cpu::ColumnMoments(a.x.dtype, At(a.x, off), a.s, a.c, cmean.data(), cm2.data());
       for (int64_t g = 0; g < a.groups; ++g) {
-        double s = 0;
-        for (int64_t k = 0; k < cpg; ++k) s += sum[g * cpg + k];
-        for (int64_t k = 0; k < cpg; ++k) mean[g * cpg + k] = s / count;
-      }
-      cpu::ColumnCenteredSquares(a.x.dtype, At(a.x, off), a.s, a.c, mean.data(), m2.data());
-      for (int64_t g = 0; g < a.groups; ++g) {
-        double s = 0;
-        for (int64_t k = 0; k < cpg; ++k) s += m2[g * cpg + k];
-        const double rstd = 1.0 / std::sqrt(s / count + a.eps);
+        cpu::ChanMoments acc;
         for (int64_t k = 0; k < cpg; ++k) {
-          Coefficients(a.weight, a.bias, g * cpg + k, rstd, &scale[g * cpg + k],
-                       &shift[g * cpg + k]);
+          acc.Merge(static_cast<double>(a.s), cmean[g * cpg + k], cm2[g * cpg + k]);
+        }
+        const double rstd = 1.0 / std::sqrt(acc.m2 / count + a.eps);
+        for (int64_t k = 0; k < cpg; ++k) {
+          const int64_t c = g * cpg + k;
+          mean[c] = acc.mean();
+          Coefficients(a.weight, a.bias, c, rstd, &scale[c], &shift[c]);
         }
       }
       cpu::ApplyColumns(a.x.dtype, At(a.x, off), a.s, a.c, mean.data(), scale.data(), shift.data(),

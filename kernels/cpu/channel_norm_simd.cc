@@ -9,6 +9,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/cpu/channel_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/shifted_sums-inl.h"
 #include "kernels/cpu/simd_targets.h"
 #include "kernels/cpu/stats.h"
 // clang-format on
@@ -32,21 +33,45 @@ HWY_INLINE int64_t HiOffset() {
 #endif
 }
 
+inline void ShiftedSumsOf(DType t, const void* x, int64_t n, double shift, double* sum,
+                          double* squares) {
+  switch (t) {
+    case DType::kF32:
+      return ShiftedSums<DType::kF32>(x, n, shift, sum, squares);
+    case DType::kF16:
+      return ShiftedSums<DType::kF16>(x, n, shift, sum, squares);
+    case DType::kBF16:
+      return ShiftedSums<DType::kBF16>(x, n, shift, sum, squares);
+  }
+}
+
 void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
-  constexpr int64_t kChunk = 1 << 16;  // stays in L2 between the two passes
+  constexpr int64_t kChunk = kShiftedRun;  // stays in L2 between the two passes
+  static_assert(kChunk == 1 << 16, "the fp32 buffer below holds one chunk");
   thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
-  // fp32 statistics (GroupNorm, InstanceNorm) in one pass where they are exact enough.
-  // f32 runs are read in place, others widened into the buffer.
+  // fp32 statistics (GroupNorm, InstanceNorm) in one pass where they are exact enough;
+  // double ones (BatchNorm) too, from shifted sums (shifted_sums-inl.h). Where one pass is
+  // not exact, two: f32 runs are read in place, others widened into the buffer.
   const bool direct = t == DType::kF32;
   const LoadRowFn load =
       PickLoadRow(t, f64 ? Stat::kSum : Stat::kMoments, false, false, /*buf=*/!direct);
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    const RowSums sums = load(Offset(x, t, i), nullptr, 0, len, buf.get(), 0, nullptr);
-    const float* src = direct ? static_cast<const float*>(Offset(x, t, i)) : buf.get();
+    const void* at = Offset(x, t, i);
     double m, m2;
+    if (f64) {
+      const double shift = LoadElement(t, at, 0);
+      double sum, squares;
+      ShiftedSumsOf(t, at, len, shift, &sum, &squares);
+      if (ShiftedMoments(static_cast<double>(len), shift, sum, squares, &m, &m2)) {
+        acc.Merge(static_cast<double>(len), m, m2);
+        continue;
+      }
+    }
+    const RowSums sums = load(at, nullptr, 0, len, buf.get(), 0, nullptr);
+    const float* src = direct ? static_cast<const float*>(at) : buf.get();
     if (f64) {
       RowMoments(src, len, sums.sum, /*f64=*/true, &m, &m2);
     } else {
@@ -215,6 +240,41 @@ void ColumnCenteredSquaresT(const void* x, int64_t rows, int64_t cols, const dou
   }
 }
 
+// Per-column mean and M2 of a rows x cols block, in pieces of at most kShiftedRun rows
+// merged with Chan's formula: one pass of shifted sums where every column's is exact, else
+// (Inf or NaN, a first row far out in a column's tail) a sum pass and a centred pass.
+template <DType kT>
+void ColumnMomentsT(const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
+  thread_local std::vector<double> scratch;
+  thread_local std::vector<ChanMoments> acc;
+  scratch.resize(static_cast<size_t>(5 * cols));
+  acc.assign(static_cast<size_t>(cols), ChanMoments());
+  double *shift = scratch.data(), *sum = shift + cols, *squares = sum + cols;
+  double *pm = squares + cols, *pm2 = pm + cols;
+  for (int64_t r = 0; r < rows; r += kShiftedRun) {
+    const int64_t n = std::min(kShiftedRun, rows - r);
+    const void* block = Offset(x, kT, r * cols);
+    const double dn = static_cast<double>(n);
+    ColumnShiftedSums<kT>(block, n, cols, shift, sum, squares);
+    bool exact = true;
+    for (int64_t c = 0; c < cols && exact; ++c) {
+      exact = ShiftedMoments(dn, shift[c], sum[c], squares[c], &pm[c], &pm2[c]);
+    }
+    if (!exact) {
+      std::fill(sum, sum + cols, 0.0);
+      std::fill(pm2, pm2 + cols, 0.0);
+      ColumnSumsT<kT>(block, n, cols, sum);
+      for (int64_t c = 0; c < cols; ++c) pm[c] = sum[c] / dn;
+      ColumnCenteredSquaresT<kT>(block, n, cols, pm, pm2);
+    }
+    for (int64_t c = 0; c < cols; ++c) acc[c].Merge(dn, pm[c], pm2[c]);
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    mean[c] = acc[c].mean();
+    m2[c] = acc[c].m2;
+  }
+}
+
 // The same per column, the column's coefficients in fp32 once per call.
 template <DType kT, DType kOut>
 void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean,
@@ -267,15 +327,9 @@ void ByType(DType t, A... args) {
   }
 }
 template <DType kT>
-struct ColumnSumsF {
-  static void Run(const void* x, int64_t rows, int64_t cols, double* sum) {
-    ColumnSumsT<kT>(x, rows, cols, sum);
-  }
-};
-template <DType kT>
-struct ColumnCenteredSquaresF {
-  static void Run(const void* x, int64_t rows, int64_t cols, const double* mean, double* m2) {
-    ColumnCenteredSquaresT<kT>(x, rows, cols, mean, m2);
+struct ColumnMomentsF {
+  static void Run(const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
+    ColumnMomentsT<kT>(x, rows, cols, mean, m2);
   }
 };
 template <DType kT>
@@ -311,12 +365,9 @@ void ApplyRunImpl(DType t, const void* x, int64_t n, double mean, double scale, 
                   DType out, void* y, bool stream) {
   ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream);
 }
-void ColumnSumsImpl(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
-  ByType<ColumnSumsF>(t, x, rows, cols, sum);
-}
-void ColumnCenteredSquaresImpl(DType t, const void* x, int64_t rows, int64_t cols,
-                               const double* mean, double* m2) {
-  ByType<ColumnCenteredSquaresF>(t, x, rows, cols, mean, m2);
+void ColumnMomentsImpl(DType t, const void* x, int64_t rows, int64_t cols, double* mean,
+                       double* m2) {
+  ByType<ColumnMomentsF>(t, x, rows, cols, mean, m2);
 }
 void ApplyColumnsImpl(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                       const double* scale, const double* shift, DType out, void* y, bool stream) {
@@ -332,8 +383,7 @@ namespace normd::kernels::cpu {
 
 HWY_EXPORT(RunMomentsImpl);
 HWY_EXPORT(ApplyRunImpl);
-HWY_EXPORT(ColumnSumsImpl);
-HWY_EXPORT(ColumnCenteredSquaresImpl);
+HWY_EXPORT(ColumnMomentsImpl);
 HWY_EXPORT(ApplyColumnsImpl);
 
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
@@ -343,12 +393,8 @@ void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, doub
               void* y, bool stream) {
   NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream);
 }
-void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum) {
-  NORMD_DISPATCH(ColumnSumsImpl)(t, x, rows, cols, sum);
-}
-void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
-                           double* m2) {
-  NORMD_DISPATCH(ColumnCenteredSquaresImpl)(t, x, rows, cols, mean, m2);
+void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
+  NORMD_DISPATCH(ColumnMomentsImpl)(t, x, rows, cols, mean, m2);
 }
 void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                   const double* scale, const double* shift, DType out, void* y, bool stream) {

@@ -1,5 +1,5 @@
 // SIMD primitives of the per-channel ops (BatchNorm, GroupNorm, InstanceNorm), dispatched
-// at run time to the best Highway target. Column sums are in double, run statistics in
+// at run time to the best Highway target. Column statistics are in double, run statistics in
 // double or in fp32 blocks (row_pass-inl.h); outputs are computed in fp32 from the mean
 // split in two floats, as docs/semantics.md's accuracy rule allows. Stateless apart from per-thread
 // scratch; safe to call concurrently on disjoint outputs.
@@ -12,9 +12,10 @@
 
 namespace normd::kernels::cpu {
 
-// Mean and sum of squared deviations of n contiguous elements. `f64`: centred sums in
-// double, for statistics that are outputs (BatchNorm's mean and variance, held to the F32
-// rule); else fp32 blocks, within ~2^-22 (GroupNorm, InstanceNorm).
+// Mean and sum of squared deviations of n contiguous elements. `f64`: in double, for
+// statistics that are outputs (BatchNorm's mean and variance, held to the F32 rule): one
+// pass of sums shifted by an element where that is exact (shifted_sums-inl.h), else a sum
+// and a centred pass; else fp32 blocks, within ~2^-22 (GroupNorm, InstanceNorm).
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2);
 
 // y[i] = (x[i] - mean) * scale + shift over n contiguous elements. `stream`: y written
@@ -22,11 +23,10 @@ void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, doubl
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
               void* y, bool stream);
 
-// Column statistics of a rows x cols block (row-major, row stride cols):
-// sum[c] += sum of column c; m2[c] += sum of (x - mean[c])^2 over column c.
-void ColumnSums(DType t, const void* x, int64_t rows, int64_t cols, double* sum);
-void ColumnCenteredSquares(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
-                           double* m2);
+// Per-column mean and M2 (sum of squared deviations) of a rows x cols block (row-major,
+// row stride cols), in double: one pass of sums shifted by the first row where that is
+// exact, else a sum and a centred pass.
+void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, double* mean, double* m2);
 
 // y[r, c] = (x[r, c] - mean[c]) * scale[c] + shift[c] over a rows x cols block; `stream`
 // as for ApplyRun.

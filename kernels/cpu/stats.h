@@ -9,9 +9,11 @@
 //   inverse scale within ~2^-22 relative whatever the offset. Rows whose squares leave
 //   fp32's range are redone in double (row_pass-inl.h). The epilogue is fp32, as the rule's
 //   third clause allows where a bias or residual cancels.
-// - Channel ops: their mean and variance are outputs held to the F32 rule even where the
-//   mean is small beside sigma, so their centred sums are in double, deviations from a
-//   double mean.
+// - Channel ops: BatchNorm's mean and variance are outputs held to the F32 rule even where
+//   the mean is small beside sigma, so its sums are in double: of deviations from one of
+//   the data's elements, in one pass where that element lies within 32 sigma of the mean
+//   (shifted_sums-inl.h), else from a first double mean. Channels-last GroupNorm and
+//   InstanceNorm use the same column sums.
 // - The deviation x - mean of the row ops is formed as (x - hi) - lo with mean = hi + lo
 //   split into two floats, exact when x is near the mean (Sterbenz).
 // Stateless; safe from any thread.

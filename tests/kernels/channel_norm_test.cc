@@ -180,6 +180,31 @@ TEST_P(ChannelNormTest, InstanceNormIsGroupNormPerChannel) {
   });
 }
 
+// The statistics take one pass of sums shifted by a run's first element (or a block's first
+// row) where that is exact, else two (kernels/cpu/shifted_sums-inl.h): a spike at every
+// shift (about 64 to 128 sigma from the mean, past the one-pass guard) sends them down the
+// two-pass path, the rest of the tensor's runs down the one-pass one; runs and blocks longer
+// than 2^16 elements or rows are summed in pieces and merged.
+TEST_P(ChannelNormTest, OnePassStatisticsFallBackAndMergePieces) {
+  ForEachTarget([&] {
+    const auto& [dtype, layout] = GetParam();
+    const bool cf = layout == Layout::kChannelsFirst;
+    for (Shape sh : {Shape{4, 3, 4097}, Shape{2, 2, 70000}, Shape{1, 1, 140000}}) {
+      const auto n = sh.n * sh.c * sh.s;
+      std::vector<float> spiked = RandomValues(rng_, n, 0.5f, 1);
+      for (int64_t c = 0; c < sh.c; ++c) spiked[cf ? c * sh.s : c] = 1e4f;  // sample 0, s = 0
+      CheckBatchNorm(dtype, layout, sh, true, true, true, spiked, rng_,
+                     Name("batch_norm", sh, "spike at the shift"));
+      CheckGroupNorm(dtype, layout, sh, sh.c, true, spiked, rng_,
+                     Name("instance_norm", sh, "spike at the shift"));
+      CheckBatchNorm(dtype, layout, sh, true, true, true, RandomValues(rng_, n, 1e4f, 1), rng_,
+                     Name("batch_norm", sh, "mean 1e4 var 1"));
+      CheckGroupNorm(dtype, layout, sh, 1, true, RandomValues(rng_, n, -3e3f, 0.5f), rng_,
+                     Name("group_norm", sh, "G=1 mean -3e3"));
+    }
+  });
+}
+
 // The parallel paths (split statistics merged by Chan's formula, channels and groups
 // spread over the pool) on shapes far below the size that normally takes them: the
 // threshold forced to 0, three threads on any machine.

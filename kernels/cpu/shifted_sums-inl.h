@@ -1,0 +1,196 @@
+// One-pass statistics in double for the channel ops (Highway per-target code): sums of
+// c = x - shift and of c^2, the shift one of the data's own elements, over a contiguous run
+// (BatchNorm channels-first) or down the columns of a row-major block (channels-last
+// BatchNorm, GroupNorm and InstanceNorm), read in the input's dtype. ShiftedMoments turns
+// them into the mean and M2 where that is exact, else the caller's two-pass sums decide.
+// Include after hwy/highway.h inside a translation unit that uses foreach_target.
+// Stateless; safe from any thread.
+//
+// Why one pass is exact here: the shift s is an element, so its distance d = mean - s
+// satisfies n d^2 <= n M2 (one term of M2 is (s - mean)^2), and ShiftedMoments accepts
+// only n d^2 <= 2^10 M2 (s within 32 sigma of the mean). Then the sum of c^2 is at most
+// (1 + 2^10) M2, and double sums of at most 2^16 terms a lane (callers sum runs of at most
+// kShiftedRun elements and blocks of at most that many rows) put M2 = sum(c^2) - sum(c)^2 / n
+// within 2^16 * 2^-53 * 2^11 = 2^-26 relative and the mean within ~2^-32 sigma (worst-case
+// bounds; the F32 rule asks 1e-5 of BatchNorm's outputs): as exact as the two passes they
+// replace (a sum, then the squares of deviations from its mean), at one read of the data.
+// Per-target include guard: each target's pass through this file needs its own copy.
+#if defined(NORMD_KERNELS_CPU_SHIFTED_SUMS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMD_KERNELS_CPU_SHIFTED_SUMS_INL_H_
+#undef NORMD_KERNELS_CPU_SHIFTED_SUMS_INL_H_
+#else
+#define NORMD_KERNELS_CPU_SHIFTED_SUMS_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/convert-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The longest run (and the most rows of a block) summed at once; longer ones are summed
+// in pieces merged with Chan's formula, which keeps the bound above.
+inline constexpr int64_t kShiftedRun = int64_t{1} << 16;
+
+// Mean and M2 from the shifted sums of n elements, when the shift lies within 32 sigma of
+// the mean and the sums are finite (see the bound above); false otherwise (Inf or NaN in
+// the data, or a shift far out in a tail): then the two-pass sums decide.
+inline bool ShiftedMoments(double n, double shift, double sum, double squares, double* mean,
+                           double* m2) {
+  const double d = sum / n;
+  const double q = squares - sum * d;
+  if (!(std::isfinite(q) && std::isfinite(d) && n * d * d <= 1024.0 * q)) return false;
+  *mean = shift + d;
+  *m2 = std::max(0.0, q);
+  return true;
+}
+
+// Sums over x[0, n) of c = x - shift and of c^2, in double. n <= kShiftedRun.
+template <DType kT>
+void ShiftedSums(const void* x, int64_t n, double shift, double* sum, double* squares) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
+  const VD vs = hn::Set(dd, shift);
+  VD s0 = hn::Zero(dd), s1 = hn::Zero(dd), s2 = hn::Zero(dd), s3 = hn::Zero(dd);
+  VD q0 = hn::Zero(dd), q1 = hn::Zero(dd), q2 = hn::Zero(dd), q3 = hn::Zero(dd);
+  // Two vectors an iteration: four independent chains per sum hide the adds' latency.
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const V a = LoadAs<kT>(d, Offset(x, kT, i)), b = LoadAs<kT>(d, Offset(x, kT, i + N));
+    const VD a0 = hn::Sub(WideLo(a), vs), b0 = hn::Sub(WideLo(b), vs);
+    s0 = hn::Add(s0, a0);
+    q0 = hn::MulAdd(a0, a0, q0);
+    s2 = hn::Add(s2, b0);
+    q2 = hn::MulAdd(b0, b0, q2);
+#if HWY_TARGET != HWY_SCALAR  // there WideHi is a zero vector, not an upper half
+    const VD a1 = hn::Sub(WideHi(a), vs), b1 = hn::Sub(WideHi(b), vs);
+    s1 = hn::Add(s1, a1);
+    q1 = hn::MulAdd(a1, a1, q1);
+    s3 = hn::Add(s3, b1);
+    q3 = hn::MulAdd(b1, b1, q3);
+#endif
+  }
+  for (; i < n; i += N) {
+    const int64_t live = std::min(N, n - i);
+    V v;
+    if (live == N) {
+      v = LoadAs<kT>(d, Offset(x, kT, i));
+    } else {  // through a zeroed stack copy: x ends at n
+      alignas(64) unsigned char t[64 * 4] = {};
+      std::memcpy(t, Offset(x, kT, i), static_cast<size_t>(live) * ElementSize(kT));
+      v = LoadAs<kT>(d, t);
+    }
+    // Lanes past n count nothing (their c would be -shift).
+    const VD lo = hn::IfThenElseZero(hn::FirstN(dd, static_cast<size_t>(std::min(live, half))),
+                                     hn::Sub(WideLo(v), vs));
+    s0 = hn::Add(s0, lo);
+    q0 = hn::MulAdd(lo, lo, q0);
+#if HWY_TARGET != HWY_SCALAR
+    const VD hi =
+        hn::IfThenElseZero(hn::FirstN(dd, static_cast<size_t>(std::max<int64_t>(live - half, 0))),
+                           hn::Sub(WideHi(v), vs));
+    s1 = hn::Add(s1, hi);
+    q1 = hn::MulAdd(hi, hi, q1);
+#endif
+  }
+  *sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  *squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3))));
+}
+
+// Per column c of [c0, c0 + K vectors) of a block (row stride cols), the sums of
+// x - shift[c] and of its square over rows [r0, r1), added to sum[c] and squares[c]. The
+// accumulators stay in registers while the group walks the rows.
+template <DType kT, int K>
+void ColumnShiftedSumsGroup(const void* x, int64_t r0, int64_t r1, int64_t cols, int64_t c0,
+                            const double* shift, double* sum, double* squares) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t H = HWY_TARGET == HWY_SCALAR ? 0 : static_cast<int64_t>(hn::Lanes(dd));
+  VD klo[K], khi[K], s[K], s_hi[K], q[K], q_hi[K];
+  for (int j = 0; j < K; ++j) {
+    const int64_t at = c0 + j * N;
+    klo[j] = hn::LoadU(dd, shift + at);
+    s[j] = hn::LoadU(dd, sum + at);
+    q[j] = hn::LoadU(dd, squares + at);
+    khi[j] = s_hi[j] = q_hi[j] = hn::Zero(dd);
+    if (H) {
+      khi[j] = hn::LoadU(dd, shift + at + H);
+      s_hi[j] = hn::LoadU(dd, sum + at + H);
+      q_hi[j] = hn::LoadU(dd, squares + at + H);
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const void* row = Offset(x, kT, r * cols + c0);
+    // Unrolled, so that the accumulator arrays become registers (GCC kept them in memory).
+#pragma GCC unroll 4
+    for (int j = 0; j < K; ++j) {
+      const V v = LoadAs<kT>(d, Offset(row, kT, j * N));
+      const VD a = hn::Sub(WideLo(v), klo[j]);
+      s[j] = hn::Add(s[j], a);
+      q[j] = hn::MulAdd(a, a, q[j]);
+#if HWY_TARGET != HWY_SCALAR  // there WideHi is a zero vector, not an upper half
+      const VD b = hn::Sub(WideHi(v), khi[j]);
+      s_hi[j] = hn::Add(s_hi[j], b);
+      q_hi[j] = hn::MulAdd(b, b, q_hi[j]);
+#endif
+    }
+  }
+  for (int j = 0; j < K; ++j) {
+    const int64_t at = c0 + j * N;
+    hn::StoreU(s[j], dd, sum + at);
+    hn::StoreU(q[j], dd, squares + at);
+    if (H) {
+      hn::StoreU(s_hi[j], dd, sum + at + H);
+      hn::StoreU(q_hi[j], dd, squares + at + H);
+    }
+  }
+}
+
+// Per column c of a rows x cols block (row stride cols), shift[c] = x[0, c] and the sums
+// of x - shift[c] and of its square down the column into sum[c] and squares[c]. Rows go in
+// bands that fit in L1, each band's columns in groups of two vectors: memory is read in
+// order, once, and each group's accumulators stay in registers for a band (a group walking
+// every row read the block as strided halves, and twice). rows <= kShiftedRun.
+template <DType kT>
+void ColumnShiftedSums(const void* x, int64_t rows, int64_t cols, double* shift, double* sum,
+                       double* squares) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(D()));
+  const int64_t vec_cols = cols / N * N;
+  const int64_t band =
+      std::max<int64_t>(8, (32 << 10) / (cols * static_cast<int64_t>(ElementSize(kT))));
+  for (int64_t c = 0; c < cols; ++c) {
+    shift[c] = LoadElement(kT, x, c);
+    sum[c] = squares[c] = 0;
+  }
+  for (int64_t r0 = 1; r0 < rows; r0 += band) {  // row 0 is the shift: its c are zero
+    const int64_t r1 = std::min(rows, r0 + band);
+    int64_t c = 0;
+    for (; c + 2 * N <= vec_cols; c += 2 * N) {
+      ColumnShiftedSumsGroup<kT, 2>(x, r0, r1, cols, c, shift, sum, squares);
+    }
+    for (; c < vec_cols; c += N) {
+      ColumnShiftedSumsGroup<kT, 1>(x, r0, r1, cols, c, shift, sum, squares);
+    }
+  }
+  for (int64_t c = vec_cols; c < cols; ++c) {
+    for (int64_t r = 1; r < rows; ++r) {
+      const double v = LoadElement(kT, x, r * cols + c) - shift[c];
+      sum[c] += v;
+      squares[c] += v * v;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMD_KERNELS_CPU_SHIFTED_SUMS_INL_H_
