@@ -8,6 +8,7 @@
 #include "hwy/highway.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/cpu/channel_norm_simd.h"
+#include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
 #include "kernels/cpu/shifted_sums-inl.h"
 #include "kernels/cpu/simd_targets.h"
@@ -52,10 +53,12 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
   if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
   // fp32 statistics (GroupNorm, InstanceNorm) in one pass where they are exact enough;
   // double ones (BatchNorm) too, from shifted sums (shifted_sums-inl.h). Where one pass is
-  // not exact, two: f32 runs are read in place, others widened into the buffer.
+  // not exact, two: f32 runs are read in place, others widened into the buffer (only
+  // then: the output pass reads x again, so a widened copy would be a store stream of
+  // twice an f16 run's bytes for nothing).
   const bool direct = t == DType::kF32;
-  const LoadRowFn load =
-      PickLoadRow(t, f64 ? Stat::kSum : Stat::kMoments, false, false, /*buf=*/!direct);
+  const LoadRowFn sum_pass = PickLoadRow(t, Stat::kSum, false, false, /*buf=*/!direct);
+  const LoadRowFn moments_pass = PickLoadRow(t, Stat::kMoments, false, false, /*buf=*/false);
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
@@ -65,17 +68,22 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
       const double shift = LoadElement(t, at, 0);
       double sum, squares;
       ShiftedSumsOf(t, at, len, shift, &sum, &squares);
-      if (ShiftedMoments(static_cast<double>(len), shift, sum, squares, &m, &m2)) {
-        acc.Merge(static_cast<double>(len), m, m2);
-        continue;
+      if (!ShiftedMoments(static_cast<double>(len), shift, sum, squares, &m, &m2)) {
+        const RowSums sums = sum_pass(at, nullptr, 0, len, buf.get(), 0, nullptr);
+        RowMoments(direct ? static_cast<const float*>(at) : buf.get(), len, sums.sum,
+                   /*f64=*/true, &m, &m2);
       }
-    }
-    const RowSums sums = load(at, nullptr, 0, len, buf.get(), 0, nullptr);
-    const float* src = direct ? static_cast<const float*>(at) : buf.get();
-    if (f64) {
-      RowMoments(src, len, sums.sum, /*f64=*/true, &m, &m2);
     } else {
-      MomentsFromSums(sums, src, len, &m, &m2);
+      const RowSums sums = moments_pass(at, nullptr, 0, len, nullptr, 0, nullptr);
+      if (!OnePassMoments(sums, len, &m, &m2)) {
+        const float* row = static_cast<const float*>(at);
+        if (!direct) {
+          WidenToF32(t, at, len, 0.0f, buf.get());
+          row = buf.get();
+        }
+        RowMoments(row, len, sums.sum + static_cast<double>(len) * sums.shift, /*f64=*/false, &m,
+                   &m2);
+      }
     }
     acc.Merge(static_cast<double>(len), m, m2);
   }

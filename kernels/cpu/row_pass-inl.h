@@ -25,7 +25,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // ---- passes over one row --------------------------------------------------------------
 
 // kMoments: the sum of c = x - shift and of c^2, shift the mean of the row's first block
-// (RowSums), for LayerNorm's statistics in one pass (MomentsFromSums).
+// (RowSums), for LayerNorm's statistics in one pass (OnePassMoments).
 enum class Stat { kNone, kSum, kSumOfSquares, kMoments };
 
 struct RowSums {
@@ -337,14 +337,6 @@ inline bool OnePassMoments(const RowSums& r, int64_t n, double* mean, double* m2
   *mean = static_cast<double>(r.shift) + mc;
   *m2 = r.squares - r.sum * mc;
   return true;
-}
-
-// OnePassMoments, else the centred pass over buf (the row in fp32).
-inline void MomentsFromSums(const RowSums& r, const float* buf, int64_t n, double* mean,
-                            double* m2) {
-  if (OnePassMoments(r, n, mean, m2)) return;
-  RowMoments(buf, n, r.sum + static_cast<double>(n) * static_cast<double>(r.shift),
-             /*f64=*/false, mean, m2);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -5,7 +5,7 @@
 //   accumulators. LayerNorm (and GroupNorm, InstanceNorm) sum x - shift and its square in
 //   the load pass, shift the mean of the first block; where the shift is within sigma / 2
 //   of the mean that is exact to 2^-22 sigma and 2^-21 relative, else a centred pass
-//   corrects the mean (MomentsFromSums, RowMoments): the mean within ~2^-23 sigma and the
+//   corrects the mean (OnePassMoments, RowMoments): the mean within ~2^-23 sigma and the
 //   inverse scale within ~2^-22 relative whatever the offset. Rows whose squares leave
 //   fp32's range are redone in double (row_pass-inl.h). The epilogue is fp32, as the rule's
 //   third clause allows where a bias or residual cancels.

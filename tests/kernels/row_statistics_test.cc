@@ -145,7 +145,7 @@ TEST(RowStatisticsTest, KernelMeetsItWithAResidualAdded) {
 }
 
 // LayerNorm's statistics come from one pass of sums of x - shift, shift the mean of the
-// row's first block, where those are exact enough (MomentsFromSums), else from a centred
+// row's first block, where those are exact enough (OnePassMoments), else from a centred
 // second pass. Rows that send it down the second path: a first block far from the rest
 // (a shift many sigma from the mean), a constant row (no spread), a spread that underflows
 // fp32's squares. Rows shorter than a block, and a block's worth of outliers, take the
