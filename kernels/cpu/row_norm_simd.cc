@@ -60,7 +60,11 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
   constexpr DType t = kOut;
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vhi = hn::Set(d, e.hi), vlo = hn::Set(d, e.lo), vs = hn::Set(d, e.scale);
+  // ((x - hi) - lo) * scale as (x - hi) * scale - lo * scale, one FMA: x - hi is exact
+  // near the mean (Sterbenz), and lo * scale (lo within 2^-24 of hi) rounds by a part in
+  // 2^48 of hi * scale. Zero for RMSNorm and L2.
+  const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
+  const V vlos = hn::Set(d, -(e.lo * e.scale));
   const V valpha = hn::Set(d, e.alpha);
   // Locals: stores through `out` could alias `e` as far as the compiler knows.
   const float *weight = e.weight, *bias = e.bias;
@@ -70,10 +74,15 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
       __attribute__((always_inline)) {
     // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
     // row in place (RowSource), x is not vector-aligned.
-    V v = hn::Mul(hn::Sub(hn::Sub(LoadAs<kSrc>(d, x), vhi), vlo), vs);
+    V v = hn::MulAdd(hn::Sub(LoadAs<kSrc>(d, x), vhi), vs, vlos);
     if constexpr (kCast) v = RoundTo(d, kIn, v);
-    if constexpr (kW) v = hn::Mul(v, hn::LoadU(d, w));
-    if constexpr (kB) v = hn::Add(v, hn::LoadU(d, b));
+    if constexpr (kW && kB) {
+      v = hn::MulAdd(v, hn::LoadU(d, w), hn::LoadU(d, b));  // one rounding where there were two
+    } else if constexpr (kW) {
+      v = hn::Mul(v, hn::LoadU(d, w));
+    } else if constexpr (kB) {
+      v = hn::Add(v, hn::LoadU(d, b));
+    }
     if constexpr (kS) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
     return v;
   };
