@@ -7,7 +7,7 @@
 namespace normd {
 
 void TuneProcessForMessages() {
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 8 << 20);
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }

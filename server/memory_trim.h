@@ -7,8 +7,8 @@
 // a call a little after the call's reservation is released), and whenever the free bytes the
 // arenas hold grew by `min_released` since the last trim (frees after that window).
 // Blocks of 4 MiB and more are mapped on their own and unmapped when freed, and a thread
-// arena's top beyond 8 MiB goes back on free (fixed malloc thresholds, set by the
-// constructor: malloc_trim cannot shrink those tops); this is for the rest.
+// arena's top beyond 8 MiB goes back on free (TuneProcessForMessages: malloc_trim cannot
+// shrink those tops); this is for the rest.
 //
 // Thread safety: owns one thread; construct and destroy from one thread.
 #ifndef NORMD_SERVER_MEMORY_TRIM_H_
