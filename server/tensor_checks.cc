@@ -51,6 +51,15 @@ absl::StatusOr<TensorInfo> CheckTensor(const v1::Tensor& t, absl::string_view fi
     return InvalidField(absl::StrCat(field, ".shape"), "expected at most ", limits.max_elements,
                         " elements, got ", numel, " in ", ShapeString(info.shape));
   }
+  // With a zero dimension the count is 0 whatever the others are: each is held to the
+  // limit too, so that nothing downstream (a row length, a scratch buffer) is sized by a
+  // dimension no tensor here could have (the request fuzzer's find: [84, 0, 398458879]).
+  for (int i = 0; i < rank; ++i) {
+    if (info.shape[i] > limits.max_elements) {
+      return InvalidField(absl::StrCat(field, ".shape[", i, "]"), "expected at most ",
+                          limits.max_elements, ", got ", info.shape[i]);
+    }
+  }
   const int64_t want_bytes = numel * kernels::ElementSize(info.dtype);
   info.numel = numel;
   if (t.has_shared_memory()) {

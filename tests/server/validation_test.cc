@@ -118,6 +118,15 @@ std::vector<BadCase> Cases() {
        },
        kInvalid,
        {"input.shape", "expected at most"}},
+      {"huge_dim_of_an_empty_tensor",
+       [] {
+         auto r = RmsNormRequest();
+         r.mutable_input()->set_shape(0, 0);
+         r.mutable_input()->set_shape(1, int64_t{1} << 40);
+         return r;
+       },
+       kInvalid,
+       {"input.shape[1]", "expected at most", "got 1099511627776"}},
       {"weight_shape",
        [] {
          auto r = LayerNormRequest({2, 5});
