@@ -11,11 +11,13 @@ NORMBENCH_BIN.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 from concurrent import futures
 
 import grpc
@@ -291,8 +293,26 @@ class ReplicasTest(unittest.TestCase, ReportChecks):
     once in 9207 calls at 1 MiB responses); a 16 KiB response leaves in one write.
     """
 
+    @staticmethod
+    def wait_until_served(metrics_port, timeout=30):
+        """Until the replica whose /metrics is on metrics_port has answered a request."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+                served = sum(float(line.split()[-1]) for line in r.read().decode().splitlines()
+                             if line.startswith("normd_requests_total{"))
+            if served > 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the replica served no request")
+
     def run_replicas(self, max_attempts, kill_after=None, duration=10):
-        replicas = [Server("--cpu-threads", "1") for _ in range(3)]
+        metrics = []
+        for _ in range(3):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                metrics.append(s.getsockname()[1])
+        replicas = [Server("--cpu-threads", "1", "--metrics-listen", f"127.0.0.1:{m}") for m in metrics]
         target = "ipv4:" + ",".join(r.target for r in replicas)
         try:
             with tempfile.TemporaryDirectory() as tmp:
@@ -302,7 +322,12 @@ class ReplicasTest(unittest.TestCase, ReportChecks):
                                           "--max-attempts", str(max_attempts), "--json", out],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 if kill_after is not None:
+                    # The kill must land while calls to this replica are in flight, after
+                    # the warm-up: on a loaded machine normbench may not have reached it
+                    # by kill_after (a CI run's control then lost no call).
                     time.sleep(kill_after)
+                    self.wait_until_served(metrics[1])
+                    time.sleep(1)
                     replicas[1].proc.kill()
                 stdout, _ = bench.communicate(timeout=120)
                 with open(out) as f:
@@ -334,7 +359,7 @@ class ReplicasTest(unittest.TestCase, ReportChecks):
 
     def test_without_retries_the_kill_shows(self):
         # The control: the same kill with retries off loses calls, so the test above can fail.
-        run, _, _ = self.run_replicas(max_attempts=1, kill_after=2, duration=4)
+        run, _, _ = self.run_replicas(max_attempts=1, kill_after=2, duration=6)
         self.assertGreater(run["requests_failed"], 0, run["status_codes"])
         self.assertEqual(set(run["status_codes"]) - {"OK", "UNAVAILABLE"}, set(), run["status_codes"])
         self.assertEqual(run["retried_attempts"], 0)
