@@ -34,17 +34,24 @@ HWY_INLINE int64_t HiOffset() {
 #endif
 }
 
-inline void ShiftedSumsOf(DType t, const void* x, int64_t n, double shift, double* sum,
-                          double* squares) {
+// Runtime dtype -> template instantiation.
+template <template <DType> class F, class... A>
+void ByType(DType t, A... args) {
   switch (t) {
     case DType::kF32:
-      return ShiftedSums<DType::kF32>(x, n, shift, sum, squares);
+      return F<DType::kF32>::Run(args...);
     case DType::kF16:
-      return ShiftedSums<DType::kF16>(x, n, shift, sum, squares);
+      return F<DType::kF16>::Run(args...);
     case DType::kBF16:
-      return ShiftedSums<DType::kBF16>(x, n, shift, sum, squares);
+      return F<DType::kBF16>::Run(args...);
   }
 }
+template <DType kT>
+struct ShiftedSumsF {
+  static void Run(const void* x, int64_t n, double shift, double* sum, double* squares) {
+    ShiftedSums<kT>(x, n, shift, sum, squares);
+  }
+};
 
 void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
   constexpr int64_t kChunk = kShiftedRun;  // stays in L2 between the two passes
@@ -67,7 +74,7 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
     if (f64) {
       const double shift = LoadElement(t, at, 0);
       double sum, squares;
-      ShiftedSumsOf(t, at, len, shift, &sum, &squares);
+      ByType<ShiftedSumsF>(t, at, len, shift, &sum, &squares);
       if (!ShiftedMoments(static_cast<double>(len), shift, sum, squares, &m, &m2)) {
         const RowSums sums = sum_pass(at, nullptr, 0, len, buf.get(), 0, nullptr);
         RowMoments(direct ? static_cast<const float*>(at) : buf.get(), len, sums.sum,
@@ -322,18 +329,6 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
   if (stream) hwy::FlushStream();
 }
 
-// Runtime dtype -> template instantiation.
-template <template <DType> class F, class... A>
-void ByType(DType t, A... args) {
-  switch (t) {
-    case DType::kF32:
-      return F<DType::kF32>::Run(args...);
-    case DType::kF16:
-      return F<DType::kF16>::Run(args...);
-    case DType::kBF16:
-      return F<DType::kBF16>::Run(args...);
-  }
-}
 template <DType kT>
 struct ColumnMomentsF {
   static void Run(const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
