@@ -5,8 +5,9 @@
 // pass finds it in cache where it can: channels-first BatchNorm works channel by channel
 // (N runs of S), GroupNorm group by group (contiguous), channels-last GroupNorm sample by
 // sample. Channels-last BatchNorm reduces over the whole tensor: blocks of rows are reduced
-// in cache (one pass per block where exact) and merged with Chan's formula, then the output pass
-// reads x again.
+// in cache (one pass per block where exact) and merged with Chan's formula, then the output
+// pass reads x again. Statistics are fp32 sums gathered in double; BatchNorm's, which are
+// outputs, are redone in double where its mean needs more (cpu::Fp32MeanSuffices).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -37,13 +38,13 @@ void Coefficients(const ConstTensor& weight, const ConstTensor& bias, int64_t c,
 // blocks that fit in L2 (one pass each where exact: cpu::ColumnMoments) and merged with
 // Chan's formula.
 std::vector<cpu::ChanMoments> ColumnMoments(const ConstTensor& x, int64_t c_dim, int64_t begin,
-                                            int64_t end) {
+                                            int64_t end, bool f64) {
   std::vector<cpu::ChanMoments> acc(c_dim);
   const int64_t block = std::max<int64_t>(1, (256 << 10) / (c_dim * ElementSize(x.dtype)));
   std::vector<double> mean(c_dim), m2(c_dim);
   for (int64_t r = begin; r < end; r += block) {
     const int64_t rows = std::min(block, end - r);
-    cpu::ColumnMoments(x.dtype, At(x, r * c_dim), rows, c_dim, mean.data(), m2.data());
+    cpu::ColumnMoments(x.dtype, At(x, r * c_dim), rows, c_dim, f64, mean.data(), m2.data());
     for (int64_t c = 0; c < c_dim; ++c) acc[c].Merge(static_cast<double>(rows), mean[c], m2[c]);
   }
   return acc;
@@ -85,12 +86,17 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
     pool_->ParallelFor(a.c, max_threads, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         if (a.training) {
-          cpu::ChanMoments acc;
-          for (int64_t n = 0; n < a.n; ++n) {
-            double m, m2;
-            cpu::RunMoments(a.x.dtype, At(a.x, (n * a.c + c) * a.s), a.s, /*f64=*/true, &m, &m2);
-            acc.Merge(static_cast<double>(a.s), m, m2);
-          }
+          auto moments = [&](bool f64) {
+            cpu::ChanMoments acc;
+            for (int64_t n = 0; n < a.n; ++n) {
+              double m, m2;
+              cpu::RunMoments(a.x.dtype, At(a.x, (n * a.c + c) * a.s), a.s, f64, &m, &m2);
+              acc.Merge(static_cast<double>(a.s), m, m2);
+            }
+            return acc;
+          };
+          cpu::ChanMoments acc = moments(/*f64=*/false);
+          if (!cpu::Fp32MeanSuffices(acc.mean(), acc.m2 / count)) acc = moments(/*f64=*/true);
           finish_channel(c, acc.mean(), acc.m2 / count);
         }
         for (int64_t n = 0; n < a.n; ++n) {
@@ -107,16 +113,24 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   if (a.training) {
     const int parts = static_cast<int>(std::min<int64_t>(std::max(1, max_threads), rows));
     std::vector<std::vector<cpu::ChanMoments>> partial(parts);
-    pool_->ParallelFor(parts, max_threads, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        partial[p] = ColumnMoments(a.x, a.c, rows * p / parts, rows * (p + 1) / parts);
+    std::vector<cpu::ChanMoments> acc(a.c);
+    // fp32 sums first; if any channel's mean needs more (Fp32MeanSuffices), all in double:
+    // the tensor is read in rows, so one channel costs as much as all.
+    for (bool f64 : {false, true}) {
+      pool_->ParallelFor(parts, max_threads, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          partial[p] = ColumnMoments(a.x, a.c, rows * p / parts, rows * (p + 1) / parts, f64);
+        }
+      });
+      bool suffice = true;
+      for (int64_t c = 0; c < a.c; ++c) {
+        acc[c] = cpu::ChanMoments();
+        for (const auto& part : partial) acc[c].Merge(part[c].count, part[c].mean(), part[c].m2);
+        suffice = suffice && cpu::Fp32MeanSuffices(acc[c].mean(), acc[c].m2 / count);
       }
-    });
-    for (int64_t c = 0; c < a.c; ++c) {
-      cpu::ChanMoments acc;
-      for (const auto& part : partial) acc.Merge(part[c].count, part[c].mean(), part[c].m2);
-      finish_channel(c, acc.mean(), acc.m2 / count);
+      if (suffice) break;
     }
+    for (int64_t c = 0; c < a.c; ++c) finish_channel(c, acc[c].mean(), acc[c].m2 / count);
   }
   pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
     cpu::ApplyColumns(a.x.dtype, At(a.x, begin * a.c), end - begin, a.c, mean.data(), scale.data(),
@@ -163,7 +177,8 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
     std::vector<double> cmean(a.c), cm2(a.c), mean(a.c), scale(a.c), shift(a.c);
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * a.s * a.c;
-      cpu::ColumnMoments(a.x.dtype, At(a.x, off), a.s, a.c, cmean.data(), cm2.data());
+      cpu::ColumnMoments(a.x.dtype, At(a.x, off), a.s, a.c, /*f64=*/false, cmean.data(),
+                         cm2.data());
       for (int64_t g = 0; g < a.groups; ++g) {
         cpu::ChanMoments acc;
         for (int64_t k = 0; k < cpg; ++k) {

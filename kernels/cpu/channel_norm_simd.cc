@@ -98,18 +98,27 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
   *m2 = acc.m2;
 }
 
-// The output in fp32: ((x - hi) - lo) * scale + shift with mean = hi + lo (exact near the
-// mean), within docs/semantics.md's 2^-20 of the terms' magnitudes where the shift (the
-// bias) cancels.
+// The output in fp32 as one subtraction and one FMA: (x - hi) * scale + (shift - lo * scale)
+// with mean = hi + lo, as the row ops' epilogue. x - hi is exact near the mean (Sterbenz);
+// lo is within 2^-24 of hi, so rounding the folded shift adds a part in 2^24 of |shift| and
+// one in 2^48 of |hi * scale|: within docs/semantics.md's 2^-20 of the terms' magnitudes
+// where the bias cancels.
+struct FoldedShift {
+  float hi, scale, shift;
+};
+inline FoldedShift Fold(double mean, double scale, double shift) {
+  const float hi = static_cast<float>(mean);
+  return {hi, static_cast<float>(scale), static_cast<float>(shift - (mean - hi) * scale)};
+}
+
 template <DType kT, DType kOut>
 void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y,
                bool stream) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const float hi = static_cast<float>(mean);
-  const V vhi = hn::Set(d, hi), vlo = hn::Set(d, static_cast<float>(mean - hi));
-  const V vs = hn::Set(d, static_cast<float>(scale)), vb = hn::Set(d, static_cast<float>(shift));
-  auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(hn::Sub(v, vhi), vlo), vs, vb); };
+  const FoldedShift k = Fold(mean, scale, shift);
+  const V vhi = hn::Set(d, k.hi), vs = hn::Set(d, k.scale), vb = hn::Set(d, k.shift);
+  auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(v, vhi), vs, vb); };
   // [i, i + count), count < N, through stack copies: x and y end at n.
   auto part = [&](int64_t i, int64_t count) HWY_ATTR {
     alignas(64) unsigned char tx[64 * 4] = {}, ty[64 * 4];
@@ -256,13 +265,17 @@ void ColumnCenteredSquaresT(const void* x, int64_t rows, int64_t cols, const dou
 }
 
 // Per-column mean and M2 of a rows x cols block, in pieces of at most kShiftedRun rows
-// merged with Chan's formula: one pass of shifted sums where every column's is exact, else
-// (Inf or NaN, a first row far out in a column's tail) a sum pass and a centred pass.
+// merged with Chan's formula. A piece takes one pass where every column's sums are exact
+// enough: fp32 sums shifted by the columns' leading means (unless `f64`), else double sums
+// shifted by the first row; where neither is (Inf or NaN, leading rows far out in a
+// column's tail), a sum pass and a centred pass.
 template <DType kT>
-void ColumnMomentsT(const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
+void ColumnMomentsT(const void* x, int64_t rows, int64_t cols, bool f64, double* mean, double* m2) {
   thread_local std::vector<double> scratch;
+  thread_local std::vector<float> fshift;
   thread_local std::vector<ChanMoments> acc;
   scratch.resize(static_cast<size_t>(5 * cols));
+  fshift.resize(static_cast<size_t>(cols));
   acc.assign(static_cast<size_t>(cols), ChanMoments());
   double *shift = scratch.data(), *sum = shift + cols, *squares = sum + cols;
   double *pm = squares + cols, *pm2 = pm + cols;
@@ -270,10 +283,19 @@ void ColumnMomentsT(const void* x, int64_t rows, int64_t cols, double* mean, dou
     const int64_t n = std::min(kShiftedRun, rows - r);
     const void* block = Offset(x, kT, r * cols);
     const double dn = static_cast<double>(n);
-    ColumnShiftedSums<kT>(block, n, cols, shift, sum, squares);
-    bool exact = true;
-    for (int64_t c = 0; c < cols && exact; ++c) {
-      exact = ShiftedMoments(dn, shift[c], sum[c], squares[c], &pm[c], &pm2[c]);
+    bool exact = !f64;
+    if (exact) {
+      ColumnShiftedSumsF32<kT>(block, n, cols, fshift.data(), sum, squares);
+      for (int64_t c = 0; c < cols && exact; ++c) {
+        exact = OnePassMoments(RowSums{sum[c], squares[c], fshift[c]}, n, &pm[c], &pm2[c]);
+      }
+    }
+    if (!exact) {
+      ColumnShiftedSums<kT>(block, n, cols, shift, sum, squares);
+      exact = true;
+      for (int64_t c = 0; c < cols && exact; ++c) {
+        exact = ShiftedMoments(dn, shift[c], sum[c], squares[c], &pm[c], &pm2[c]);
+      }
     }
     if (!exact) {
       std::fill(sum, sum + cols, 0.0);
@@ -298,18 +320,18 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vec_cols = cols / N * N;
   thread_local std::vector<float> coef;
-  coef.resize(static_cast<size_t>(4 * vec_cols));
-  float *fhi = coef.data(), *flo = fhi + vec_cols, *fs = flo + vec_cols, *fb = fs + vec_cols;
+  coef.resize(static_cast<size_t>(3 * vec_cols));
+  float *fhi = coef.data(), *fs = fhi + vec_cols, *fb = fs + vec_cols;
   for (int64_t c = 0; c < vec_cols; ++c) {
-    fhi[c] = static_cast<float>(mean[c]);
-    flo[c] = static_cast<float>(mean[c] - fhi[c]);
-    fs[c] = static_cast<float>(scale[c]);
-    fb[c] = static_cast<float>(shift[c]);
+    const FoldedShift k = Fold(mean[c], scale[c], shift[c]);
+    fhi[c] = k.hi;
+    fs[c] = k.scale;
+    fb[c] = k.shift;
   }
   const auto at = [&](const void* in, int64_t c) HWY_ATTR __attribute__((always_inline)) {
     const V v = LoadAs<kT>(d, Offset(in, kT, c));
-    const V dev = hn::Sub(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, flo + c));
-    return hn::MulAdd(dev, hn::LoadU(d, fs + c), hn::LoadU(d, fb + c));
+    return hn::MulAdd(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, fs + c),
+                      hn::LoadU(d, fb + c));
   };
   for (int64_t r = 0; r < rows; ++r) {
     const void* in = Offset(x, kT, r * cols);
@@ -331,8 +353,8 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
 
 template <DType kT>
 struct ColumnMomentsF {
-  static void Run(const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
-    ColumnMomentsT<kT>(x, rows, cols, mean, m2);
+  static void Run(const void* x, int64_t rows, int64_t cols, bool f64, double* mean, double* m2) {
+    ColumnMomentsT<kT>(x, rows, cols, f64, mean, m2);
   }
 };
 template <DType kT>
@@ -368,9 +390,9 @@ void ApplyRunImpl(DType t, const void* x, int64_t n, double mean, double scale, 
                   DType out, void* y, bool stream) {
   ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream);
 }
-void ColumnMomentsImpl(DType t, const void* x, int64_t rows, int64_t cols, double* mean,
+void ColumnMomentsImpl(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
                        double* m2) {
-  ByType<ColumnMomentsF>(t, x, rows, cols, mean, m2);
+  ByType<ColumnMomentsF>(t, x, rows, cols, f64, mean, m2);
 }
 void ApplyColumnsImpl(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                       const double* scale, const double* shift, DType out, void* y, bool stream) {
@@ -396,8 +418,9 @@ void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, doub
               void* y, bool stream) {
   NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream);
 }
-void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, double* mean, double* m2) {
-  NORMD_DISPATCH(ColumnMomentsImpl)(t, x, rows, cols, mean, m2);
+void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
+                   double* m2) {
+  NORMD_DISPATCH(ColumnMomentsImpl)(t, x, rows, cols, f64, mean, m2);
 }
 void ApplyColumns(DType t, const void* x, int64_t rows, int64_t cols, const double* mean,
                   const double* scale, const double* shift, DType out, void* y, bool stream) {

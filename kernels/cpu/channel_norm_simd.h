@@ -1,8 +1,9 @@
 // SIMD primitives of the per-channel ops (BatchNorm, GroupNorm, InstanceNorm), dispatched
-// at run time to the best Highway target. Column statistics are in double, run statistics in
-// double or in fp32 blocks (row_pass-inl.h); outputs are computed in fp32 from the mean
-// split in two floats, as docs/semantics.md's accuracy rule allows. Stateless apart from per-thread
-// scratch; safe to call concurrently on disjoint outputs.
+// at run time to the best Highway target. Statistics are fp32 blocks gathered in double
+// (row_pass-inl.h, shifted_sums-inl.h), or double where asked (`f64`); outputs are
+// computed in fp32 from the mean split in two floats, as docs/semantics.md's accuracy rule
+// allows. Stateless apart from per-thread scratch; safe to call concurrently on disjoint
+// outputs.
 #ifndef NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
 #define NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
 
@@ -12,10 +13,11 @@
 
 namespace normd::kernels::cpu {
 
-// Mean and sum of squared deviations of n contiguous elements. `f64`: in double, for
-// statistics that are outputs (BatchNorm's mean and variance, held to the F32 rule): one
-// pass of sums shifted by an element where that is exact (shifted_sums-inl.h), else a sum
-// and a centred pass; else fp32 blocks, within ~2^-22 (GroupNorm, InstanceNorm).
+// Mean and sum of squared deviations of n contiguous elements: fp32 blocks gathered in
+// double, the mean within ~2^-22 sigma and M2 within ~2^-21 relative (kFp32MeanError).
+// `f64`: in double, for BatchNorm's mean where sigma is large beside it (the mean is an
+// output held to the F32 rule): one pass of sums shifted by an element where that is exact
+// (shifted_sums-inl.h), else a sum and a centred pass.
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2);
 
 // y[i] = (x[i] - mean) * scale + shift over n contiguous elements. `stream`: y written
@@ -24,9 +26,12 @@ void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, doub
               void* y, bool stream);
 
 // Per-column mean and M2 (sum of squared deviations) of a rows x cols block (row-major,
-// row stride cols), in double: one pass of sums shifted by the first row where that is
-// exact, else a sum and a centred pass.
-void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, double* mean, double* m2);
+// row stride cols): one pass of fp32 sums gathered in double where they are exact enough
+// (the mean within ~2^-22 sigma, M2 within ~2^-21 relative, as RunMoments' fp32 blocks),
+// unless `f64`; else one pass of double sums shifted by the first row, or where that is not
+// exact either, a sum and a centred pass.
+void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
+                   double* m2);
 
 // y[r, c] = (x[r, c] - mean[c]) * scale[c] + shift[c] over a rows x cols block; `stream`
 // as for ApplyRun.

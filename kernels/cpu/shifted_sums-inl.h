@@ -1,8 +1,10 @@
-// One-pass statistics in double for the channel ops (Highway per-target code): sums of
-// c = x - shift and of c^2, the shift one of the data's own elements, over a contiguous run
-// (BatchNorm channels-first) or down the columns of a row-major block (channels-last
-// BatchNorm, GroupNorm and InstanceNorm), read in the input's dtype. ShiftedMoments turns
-// them into the mean and M2 where that is exact, else the caller's two-pass sums decide.
+// One-pass statistics for the channel ops (Highway per-target code): sums of c = x - shift
+// and of c^2 over a contiguous run (BatchNorm channels-first, where the fp32 sums of
+// row_pass-inl.h do not suffice) or down the columns of a row-major block (channels-last
+// BatchNorm, GroupNorm and InstanceNorm), read in the input's dtype. In double, the shift one
+// of the data's own elements: ShiftedMoments turns them into the mean and M2 where that is
+// exact, else the caller's two-pass sums decide. In fp32 groups gathered in double, the
+// shift a column's leading mean (ColumnShiftedSumsF32): OnePassMoments judges them.
 // Include after hwy/highway.h inside a translation unit that uses foreach_target.
 // Stateless; safe from any thread.
 //
@@ -183,6 +185,100 @@ void ColumnShiftedSums(const void* x, int64_t rows, int64_t cols, double* shift,
   for (int64_t c = vec_cols; c < cols; ++c) {
     for (int64_t r = 1; r < rows; ++r) {
       const double v = LoadElement(kT, x, r * cols + c) - shift[c];
+      sum[c] += v;
+      squares[c] += v * v;
+    }
+  }
+}
+
+// ---- fp32 column sums (GroupNorm, InstanceNorm, and BatchNorm where they suffice) -------
+
+// How many leading rows of a block give the fp32 column sums their shifts.
+inline constexpr int64_t kShiftRows = 64;
+
+// Over rows [r, r + 8) of a block (row stride cols), per column c below vec_cols: the sums
+// of x - shift[c] and of its square in fp32 (a pairwise tree: three roundings a lane),
+// added into sum[c] and squares[c] in double, as LoadRow sums a row (row_pass-inl.h). The
+// eight rows are read in order, column vector by column vector: a group of columns walking
+// down a band of rows instead read memory as strided streams, and stalled on them.
+template <DType kT>
+HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols, int64_t vec_cols,
+                                         const float* shift, double* sum, double* squares) {
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t H = HWY_TARGET == HWY_SCALAR ? 0 : static_cast<int64_t>(hn::Lanes(dd));
+  const void* row = Offset(x, kT, r * cols);
+  for (int64_t c = 0; c < vec_cols; c += N) {
+    const V k = hn::LoadU(d, shift + c);
+    const auto dev = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+      return hn::Sub(LoadAs<kT>(d, Offset(row, kT, i * cols + c)), k);
+    };
+    for (int64_t i = 16; i < 24; ++i) hwy::Prefetch(Offset(row, kT, i * cols + c));
+    const V a0 = dev(0), a1 = dev(1), a2 = dev(2), a3 = dev(3);
+    const V a4 = dev(4), a5 = dev(5), a6 = dev(6), a7 = dev(7);
+    const V t = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                        hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+    const V t2 =
+        hn::Add(hn::Add(hn::MulAdd(a0, a0, hn::Mul(a1, a1)), hn::MulAdd(a2, a2, hn::Mul(a3, a3))),
+                hn::Add(hn::MulAdd(a4, a4, hn::Mul(a5, a5)), hn::MulAdd(a6, a6, hn::Mul(a7, a7))));
+    hn::StoreU(hn::Add(hn::LoadU(dd, sum + c), WideLo(t)), dd, sum + c);
+    hn::StoreU(hn::Add(hn::LoadU(dd, squares + c), WideLo(t2)), dd, squares + c);
+    if (H) {  // on HWY_SCALAR WideHi is a zero vector, not an upper half
+      hn::StoreU(hn::Add(hn::LoadU(dd, sum + c + H), WideHi(t)), dd, sum + c + H);
+      hn::StoreU(hn::Add(hn::LoadU(dd, squares + c + H), WideHi(t2)), dd, squares + c + H);
+    }
+  }
+}
+
+// Per column c of a rows x cols block (row stride cols): shift[c], the fp32 mean of its
+// first min(rows, kShiftRows) rows (near the column's mean, so that c = x - shift is
+// small), and the sums of c and c^2 down the column, in fp32 groups of eight rows added
+// into double (columns past the last whole vector: in double). The caller judges the sums with
+// OnePassMoments, whose bound holds here: the same three roundings of a sum, one of c, one of its
+// square. rows <= kShiftedRun.
+template <DType kT>
+void ColumnShiftedSumsF32(const void* x, int64_t rows, int64_t cols, float* shift, double* sum,
+                          double* squares) {
+  const D d;
+  const DD dd;
+  const int64_t H = HWY_TARGET == HWY_SCALAR ? 0 : static_cast<int64_t>(hn::Lanes(dd));
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t vec_cols = cols / N * N;
+  const int64_t head = std::min(rows, kShiftRows);
+  for (int64_t c = 0; c < vec_cols; c += N) {
+    V acc = hn::Zero(d);
+    for (int64_t i = 0; i < head; ++i) {
+      acc = hn::Add(acc, LoadAs<kT>(d, Offset(x, kT, i * cols + c)));
+    }
+    hn::StoreU(hn::Div(acc, hn::Set(d, static_cast<float>(head))), d, shift + c);
+  }
+  for (int64_t c = vec_cols; c < cols; ++c) {
+    float acc = 0;
+    for (int64_t i = 0; i < head; ++i) acc += LoadElement(kT, x, i * cols + c);
+    shift[c] = acc / static_cast<float>(head);
+  }
+  std::fill(sum, sum + cols, 0.0);
+  std::fill(squares, squares + cols, 0.0);
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    ColumnShiftedSumsF32Rows<kT>(x, r, cols, vec_cols, shift, sum, squares);
+  }
+  for (; r < rows; ++r) {  // the last rows, each a vector of terms
+    for (int64_t c = 0; c < vec_cols; c += N) {
+      const V a = hn::Sub(LoadAs<kT>(d, Offset(x, kT, r * cols + c)), hn::LoadU(d, shift + c));
+      const V a2 = hn::Mul(a, a);
+      hn::StoreU(hn::Add(hn::LoadU(dd, sum + c), WideLo(a)), dd, sum + c);
+      hn::StoreU(hn::Add(hn::LoadU(dd, squares + c), WideLo(a2)), dd, squares + c);
+      if (H) {
+        hn::StoreU(hn::Add(hn::LoadU(dd, sum + c + H), WideHi(a)), dd, sum + c + H);
+        hn::StoreU(hn::Add(hn::LoadU(dd, squares + c + H), WideHi(a2)), dd, squares + c + H);
+      }
+    }
+  }
+  for (int64_t c = vec_cols; c < cols; ++c) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const double v = LoadElement(kT, x, i * cols + c) - static_cast<double>(shift[c]);
       sum[c] += v;
       squares[c] += v * v;
     }

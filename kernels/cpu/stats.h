@@ -9,20 +9,33 @@
 //   inverse scale within ~2^-22 relative whatever the offset. Rows whose squares leave
 //   fp32's range are redone in double (row_pass-inl.h). The epilogue is fp32, as the rule's
 //   third clause allows where a bias or residual cancels.
-// - Channel ops: BatchNorm's mean and variance are outputs held to the F32 rule even where
-//   the mean is small beside sigma, so its sums are in double: of deviations from one of
-//   the data's elements, in one pass where that element lies within 32 sigma of the mean
-//   (shifted_sums-inl.h), else from a first double mean. Channels-last GroupNorm and
-//   InstanceNorm use the same column sums.
+// - Channel ops: the same fp32 blocks gathered in double, per run (channels-first) or down
+//   the columns of a block, shifted by the mean of the leading rows (channels-last), with
+//   the same guard and fallback. BatchNorm's mean and variance are outputs held to the F32
+//   rule, 1e-5 * (1 + |mean|), which the fp32 sums' 2^-22 sigma meets unless sigma is large
+//   beside 1 + |mean| (Fp32MeanSuffices); such a channel's sums are redone in double: of
+//   deviations from one of the data's elements, in one pass where that element lies within
+//   32 sigma of the mean (shifted_sums-inl.h), else from a first double mean.
 // - The deviation x - mean of the row ops is formed as (x - hi) - lo with mean = hi + lo
 //   split into two floats, exact when x is near the mean (Sterbenz).
 // Stateless; safe from any thread.
 #ifndef NORMD_KERNELS_CPU_STATS_H_
 #define NORMD_KERNELS_CPU_STATS_H_
 
+#include <cmath>
 #include <cstdint>
 
 namespace normd::kernels::cpu {
+
+// A bound, relative to sigma, on the error of a mean from fp32 sums gathered in double
+// (RunMoments, ColumnMoments without f64): their worst case is about 2^-22 sigma.
+inline constexpr double kFp32MeanError = 0x1p-21;
+
+// Whether such a mean meets the F32 rule an output mean is held to (1e-5 * (1 + |mean|)),
+// with a factor of two to spare. False for NaN or Inf statistics: double sums decide them.
+inline bool Fp32MeanSuffices(double mean, double var) {
+  return kFp32MeanError * std::sqrt(var) <= 5e-6 * (1 + std::fabs(mean));
+}
 
 // Running (count, mean, M2) merged with Chan's formula, in double: merges are per block,
 // not per element, so the width costs nothing. The mean is kept as sum / count so that
