@@ -99,10 +99,12 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
           if (!cpu::Fp32MeanSuffices(acc.mean(), acc.m2 / count)) acc = moments(/*f64=*/true);
           finish_channel(c, acc.mean(), acc.m2 / count);
         }
+        // The next channel's runs (read by its statistics) come into the cache meanwhile.
+        const bool next = a.training && c + 1 < end;
         for (int64_t n = 0; n < a.n; ++n) {
           const int64_t off = (n * a.c + c) * a.s;
           cpu::ApplyRun(a.x.dtype, At(a.x, off), a.s, mean[c], scale[c], shift[c], a.y.dtype,
-                        At(a.y, off), stream);
+                        At(a.y, off), stream, next ? At(a.x, off + a.s) : nullptr);
         }
       }
     });

@@ -113,7 +113,7 @@ inline FoldedShift Fold(double mean, double scale, double shift) {
 
 template <DType kT, DType kOut>
 void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y,
-               bool stream) {
+               bool stream, const void* prefetch) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const FoldedShift k = Fold(mean, scale, shift);
@@ -132,11 +132,15 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
     // Non-temporal: the output skips the cache (no read for ownership) and leaves x's
     // channel there for the next pass.
     if (head > 0) part(0, head);
-    for (i = head; i + N <= n; i += N)
+    for (i = head; i + N <= n; i += N) {
+      if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, i));
       StreamAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
+    }
   }
-  for (; i + N <= n; i += N)
+  for (; i + N <= n; i += N) {
+    if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, i));
     StoreAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
+  }
   if (i < n) part(i, n - i);
   if (head >= 0) hwy::FlushStream();
 }
@@ -362,13 +366,13 @@ struct ApplyRunF {
   template <DType kOut>
   struct Out {
     static void Run(const void* x, int64_t n, double mean, double scale, double shift, void* y,
-                    bool stream) {
-      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y, stream);
+                    bool stream, const void* prefetch) {
+      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y, stream, prefetch);
     }
   };
   static void Run(DType out, const void* x, int64_t n, double mean, double scale, double shift,
-                  void* y, bool stream) {
-    ByType<Out>(out, x, n, mean, scale, shift, y, stream);
+                  void* y, bool stream, const void* prefetch) {
+    ByType<Out>(out, x, n, mean, scale, shift, y, stream, prefetch);
   }
 };
 template <DType kT>
@@ -387,8 +391,8 @@ struct ApplyColumnsF {
 };
 
 void ApplyRunImpl(DType t, const void* x, int64_t n, double mean, double scale, double shift,
-                  DType out, void* y, bool stream) {
-  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream);
+                  DType out, void* y, bool stream, const void* prefetch) {
+  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream, prefetch);
 }
 void ColumnMomentsImpl(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
                        double* m2) {
@@ -415,8 +419,8 @@ void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, doubl
   NORMD_DISPATCH(RunMomentsImpl)(t, x, n, f64, mean, m2);
 }
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
-              void* y, bool stream) {
-  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream);
+              void* y, bool stream, const void* prefetch) {
+  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream, prefetch);
 }
 void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
                    double* m2) {
