@@ -196,6 +196,16 @@ void ColumnShiftedSums(const void* x, int64_t rows, int64_t cols, double* shift,
 // How many leading rows of a block give the fp32 column sums their shifts.
 inline constexpr int64_t kShiftRows = 64;
 
+// at[0, N) += t's lanes, in double.
+HWY_INLINE void AddLanes(V t, double* at) {
+  const DD dd;
+  hn::StoreU(hn::Add(hn::LoadU(dd, at), WideLo(t)), dd, at);
+#if HWY_TARGET != HWY_SCALAR  // there WideHi is a zero vector, not an upper half
+  double* hi = at + hn::Lanes(dd);
+  hn::StoreU(hn::Add(hn::LoadU(dd, hi), WideHi(t)), dd, hi);
+#endif
+}
+
 // Over rows [r, r + 8) of a block (row stride cols), per column c below vec_cols: the sums
 // of x - shift[c] and of its square in fp32 (a pairwise tree: three roundings a lane),
 // added into sum[c] and squares[c] in double, as LoadRow sums a row (row_pass-inl.h). The
@@ -205,9 +215,7 @@ template <DType kT>
 HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols, int64_t vec_cols,
                                          const float* shift, double* sum, double* squares) {
   const D d;
-  const DD dd;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t H = HWY_TARGET == HWY_SCALAR ? 0 : static_cast<int64_t>(hn::Lanes(dd));
   const void* row = Offset(x, kT, r * cols);
   for (int64_t c = 0; c < vec_cols; c += N) {
     const V k = hn::LoadU(d, shift + c);
@@ -222,12 +230,8 @@ HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols,
     const V t2 =
         hn::Add(hn::Add(hn::MulAdd(a0, a0, hn::Mul(a1, a1)), hn::MulAdd(a2, a2, hn::Mul(a3, a3))),
                 hn::Add(hn::MulAdd(a4, a4, hn::Mul(a5, a5)), hn::MulAdd(a6, a6, hn::Mul(a7, a7))));
-    hn::StoreU(hn::Add(hn::LoadU(dd, sum + c), WideLo(t)), dd, sum + c);
-    hn::StoreU(hn::Add(hn::LoadU(dd, squares + c), WideLo(t2)), dd, squares + c);
-    if (H) {  // on HWY_SCALAR WideHi is a zero vector, not an upper half
-      hn::StoreU(hn::Add(hn::LoadU(dd, sum + c + H), WideHi(t)), dd, sum + c + H);
-      hn::StoreU(hn::Add(hn::LoadU(dd, squares + c + H), WideHi(t2)), dd, squares + c + H);
-    }
+    AddLanes(t, sum + c);
+    AddLanes(t2, squares + c);
   }
 }
 
@@ -241,8 +245,6 @@ template <DType kT>
 void ColumnShiftedSumsF32(const void* x, int64_t rows, int64_t cols, float* shift, double* sum,
                           double* squares) {
   const D d;
-  const DD dd;
-  const int64_t H = HWY_TARGET == HWY_SCALAR ? 0 : static_cast<int64_t>(hn::Lanes(dd));
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vec_cols = cols / N * N;
   const int64_t head = std::min(rows, kShiftRows);
@@ -267,13 +269,8 @@ void ColumnShiftedSumsF32(const void* x, int64_t rows, int64_t cols, float* shif
   for (; r < rows; ++r) {  // the last rows, each a vector of terms
     for (int64_t c = 0; c < vec_cols; c += N) {
       const V a = hn::Sub(LoadAs<kT>(d, Offset(x, kT, r * cols + c)), hn::LoadU(d, shift + c));
-      const V a2 = hn::Mul(a, a);
-      hn::StoreU(hn::Add(hn::LoadU(dd, sum + c), WideLo(a)), dd, sum + c);
-      hn::StoreU(hn::Add(hn::LoadU(dd, squares + c), WideLo(a2)), dd, squares + c);
-      if (H) {
-        hn::StoreU(hn::Add(hn::LoadU(dd, sum + c + H), WideHi(a)), dd, sum + c + H);
-        hn::StoreU(hn::Add(hn::LoadU(dd, squares + c + H), WideHi(a2)), dd, squares + c + H);
-      }
+      AddLanes(a, sum + c);
+      AddLanes(hn::Mul(a, a), squares + c);
     }
   }
   for (int64_t c = vec_cols; c < cols; ++c) {

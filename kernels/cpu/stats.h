@@ -16,8 +16,9 @@
 //   beside 1 + |mean| (Fp32MeanSuffices); such a channel's sums are redone in double: of
 //   deviations from one of the data's elements, in one pass where that element lies within
 //   32 sigma of the mean (shifted_sums-inl.h), else from a first double mean.
-// - The deviation x - mean of the row ops is formed as (x - hi) - lo with mean = hi + lo
-//   split into two floats, exact when x is near the mean (Sterbenz).
+// - Outputs start from (x - hi) * scale - lo * scale, one FMA, with mean = hi + lo split
+//   into two floats (the channel ops fold their shift into the second term): x - hi is
+//   exact when x is near the mean (Sterbenz).
 // Stateless; safe from any thread.
 #ifndef NORMD_KERNELS_CPU_STATS_H_
 #define NORMD_KERNELS_CPU_STATS_H_
