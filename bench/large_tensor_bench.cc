@@ -9,7 +9,9 @@
 //
 //   normd-large-bench --normd build/server/normd [--sizes 1,4,16,64] [--reps 7]
 //       [--chunk-bytes N] [--window N] [--json FILE] [--server-flags "--cpu-threads 2"]
-//       [--client-grpc-args NAME=INT,...] [--no-shm]
+//       [--client-grpc-args NAME=INT,...] [--no-shm] [--paths tcp,kernel,unary,chunked,shm]
+// --paths measures only the paths named (for a profile of one of them); the ratios of a
+// path not measured print as 0.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -34,6 +36,7 @@
 #include "normd/common/channel_args.h"
 #include "normd/common/cli_flags.h"
 #include "normd/common/machine_steal.h"
+#include "normd/common/process_tuning.h"
 #include "normd/kernels/cpu_backend.h"
 
 namespace normd::bench {
@@ -48,6 +51,10 @@ struct Flags {
   ClientOptions::Chunking chunking;
   ChannelArgs client_args;
   bool shm = true;
+  std::vector<std::string> paths = {"tcp", "kernel", "unary", "chunked", "shm"};
+  bool Wants(absl::string_view path) const {
+    return std::find(paths.begin(), paths.end(), path) != paths.end() && (shm || path != "shm");
+  }
 };
 
 int FreePort() {
@@ -146,14 +153,18 @@ int Run(const Flags& f) {
     const int64_t rows = (mib << 20) / (kCols * 4);
     LargeCase c = LargeCase::Make(rows, kCols);
     std::vector<std::pair<std::string, absl::StatusOr<Figure>>> figures;
-    figures.emplace_back(
-        "tcp", Measure(f.reps, [&] { return (*echo)->RoundTrip(c.request.input().data()); }));
-    figures.emplace_back("kernel", Measure(f.reps, [&] { return c.RunKernel(kernel_backend); }));
-    figures.emplace_back("unary", Measure(f.reps, [&] { return c.Call(**whole); }));
-    figures.emplace_back("chunked", Measure(f.reps, [&] { return c.Call(**chunked); }));
-    if (f.shm) {
-      figures.emplace_back("shm", Measure(f.reps, [&] { return c.CallShm(**whole); }));
-    }
+    auto measure = [&](const char* name,
+                       const std::function<absl::StatusOr<absl::Duration>()>& once) {
+      figures.emplace_back(
+          name, f.Wants(name) ? Measure(f.reps, once) : absl::StatusOr<Figure>(Figure{}));
+    };
+    measure("tcp", [&] { return (*echo)->RoundTrip(c.request.input().data()); });
+    measure("kernel", [&] { return c.RunKernel(kernel_backend); });
+    // The kernel's answer is what every path is checked against, measured or not.
+    if (!f.Wants("kernel") && !c.RunKernel(kernel_backend).ok()) exit_code = 1;
+    measure("unary", [&] { return c.Call(**whole); });
+    measure("chunked", [&] { return c.Call(**chunked); });
+    measure("shm", [&] { return c.CallShm(**whole); });
     std::string cells;
     std::vector<double> median;
     absl::StrAppend(&json, mib == f.sizes_mib.front() ? "" : ", ", "{\"mib\": ", mib);
@@ -166,15 +177,16 @@ int Run(const Flags& f) {
         cells += absl::StrFormat(" %16s", "failed");
         continue;
       }
+      if (!f.Wants(name)) {
+        median.push_back(0);
+        cells += absl::StrFormat(" %16s", "-");
+        continue;
+      }
       median.push_back(fig->median_ms);
       cells += absl::StrFormat(
           " %16s", absl::StrFormat("%.2f (%.1f-%.1f)", fig->median_ms, fig->min_ms, fig->max_ms));
       absl::StrAppend(&json, ", \"", name, "_ms\": ", fig->median_ms, ", \"", name,
                       "_min_ms\": ", fig->min_ms, ", \"", name, "_max_ms\": ", fig->max_ms);
-    }
-    while (median.size() < 5) {
-      median.push_back(0);
-      cells += absl::StrFormat(" %16s", "-");
     }
     auto ratio = [](double a, double b) { return b > 0 && a > 0 ? a / b : 0.0; };
     std::printf("%8lld%s %9.2f %9.2f %9.2f\n", static_cast<long long>(mib), cells.c_str(),
@@ -209,6 +221,7 @@ int main(int argc, char** argv) {
                          {"window", false},
                          {"json", false},
                          {"no-shm", true},
+                         {"paths", false},
                          {"client-grpc-args", false}});
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "normd-large-bench: %s\n", std::string(s.message()).c_str());
@@ -219,6 +232,15 @@ int main(int argc, char** argv) {
   f.server_flags = flags.GetString("server-flags");
   f.json = flags.GetString("json");
   f.shm = !flags.GetBool("no-shm");
+  if (std::string paths = flags.GetString("paths"); !paths.empty()) {
+    f.paths = absl::StrSplit(paths, ',');
+    for (const std::string& p : f.paths) {
+      if (p != "tcp" && p != "kernel" && p != "unary" && p != "chunked" && p != "shm") {
+        std::fprintf(stderr, "normd-large-bench: --paths: tcp, kernel, unary, chunked, shm\n");
+        return 2;
+      }
+    }
+  }
   absl::StatusOr<normd::ChannelArgs> client_args =
       normd::ParseChannelArgs(flags.GetString("client-grpc-args"));
   if (!client_args.ok()) {
@@ -252,5 +274,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "normd-large-bench: --normd PATH is required\n");
     return 2;
   }
+  // As normbench and normd: the client's receive buffers stay mapped between messages.
+  normd::TuneProcessForMessages();
   return normd::bench::Run(f);
 }

@@ -1,6 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -19,13 +20,30 @@ unsigned GetMode() { return 0; }
 void SetMode(unsigned) {}
 #endif
 
-// About 20-50 us of spinning on current x86 cores.
-constexpr int kSpinIterations = 20000;
+// How long a worker waiting for a job, or a caller waiting for its workers, spins before
+// it sleeps. Bounded by the clock, not by a count of pause instructions: a pause takes
+// anywhere from ~10 cycles (older Intel cores) to ~25 ns (this machine's AMD EPYC, where
+// the 20000 pauses that were meant as 20-50 us spun for 0.5 ms and held a core that other
+// threads of the process were waiting for: BENCHMARKS.md, "Large tensors").
+constexpr auto kSpin = std::chrono::microseconds(50);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #endif
+}
+
+// Spins until done() or kSpin has passed; true when done().
+template <typename Done>
+bool SpinUntil(const Done& done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
 }
 
 // Chunk t of n split into `parts` contiguous pieces.
@@ -69,10 +87,7 @@ void ThreadPool::WorkerLoop(int index) {
     const std::function<void(int64_t, int64_t)>* fn;
     // Spin briefly before sleeping: a condition-variable wake-up costs tens of
     // microseconds, a large share of a ~100 us job.
-    for (int i = 0; i < kSpinIterations && published_.load(std::memory_order_acquire) == seen;
-         ++i) {
-      CpuRelax();
-    }
+    SpinUntil([&] { return published_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -118,9 +133,7 @@ void ThreadPool::ParallelFor(int64_t n, int max_threads,
   Chunk(n, parts, 0, &begin, &end);
   fn(begin, end);
   const uint64_t mine = generation_;  // only this owner changes it
-  for (int i = 0; i < kSpinIterations && finished_.load(std::memory_order_acquire) != mine; ++i) {
-    CpuRelax();
-  }
+  SpinUntil([&] { return finished_.load(std::memory_order_acquire) == mine; });
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [&] { return pending_ == 0; });
 }

@@ -7,10 +7,12 @@
 // as zero and outputs that small are flushed. This keeps a client's denormal-filled tensor
 // from running 100x slower on the microcoded path.
 //
-// Wake-up: workers spin for ~20-50 us (pause loop) before sleeping on a condition
-// variable, and so does the caller waiting for them; a condition-variable wake-up alone
-// cost a 64x4096 RMSNorm its two-thread speedup (0.85x; 1.6-1.8x with the spin). The price
-// is that much CPU after each job.
+// Wake-up: workers spin for 50 us (a pause loop bounded by the clock) before sleeping on a
+// condition variable, and so does the caller waiting for them; a condition-variable
+// wake-up alone cost a 64x4096 RMSNorm its two-thread speedup (0.85x; 1.6-1.8x with the
+// spin). The price is that much CPU after each job; a longer spin (0.5 ms, from a count of
+// pauses) held the cores other threads needed and made a 4 MiB call's kernel 0.6-1.1 ms
+// instead of 0.1-0.2 (BENCHMARKS.md, "Large tensors").
 //
 // Thread safety: ParallelFor may be called from many threads at once; one call uses the
 // workers at a time and a concurrent call runs its whole range inline on its own thread
