@@ -63,7 +63,7 @@ ScopedFlushDenormals::~ScopedFlushDenormals() {
   if ((saved_ & kFtzDaz) != kFtzDaz) SetMode(saved_);
 }
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads) : claims_(static_cast<size_t>(std::max(1, threads))) {
   for (int i = 1; i < std::max(1, threads); ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
   }
@@ -82,30 +82,53 @@ void ThreadPool::WorkerLoop(int index) {
   SetMode(GetMode() | kFtzDaz);
   uint64_t seen = 0;
   for (;;) {
-    int64_t n;
     int active;
-    const std::function<void(int64_t, int64_t)>* fn;
     // Spin briefly before sleeping: a condition-variable wake-up costs tens of
-    // microseconds, a large share of a ~100 us job.
+    // microseconds (hundreds where the core had halted), a large share of a ~100 us job.
     SpinUntil([&] { return published_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
-      n = n_;
       active = active_;
-      fn = fn_;
     }
-    if (index < active) {
+    if (index < active) RunPieces(index, seen);
+  }
+}
+
+// Runs pieces of job `generation` until none is left, or the job is over (a worker that
+// woke late finds its job's pieces all claimed, or a later job's generation): first the
+// pieces of its own share, in order, then what is left of the others' shares. The
+// generation and the next piece share one word, so a claim can only succeed for the job it
+// was meant for, and that job's owner waits until every claimed piece is done: the job's
+// fields and fn stay valid for as long as a piece of it runs.
+void ThreadPool::RunPieces(int index, uint64_t generation) {
+  const uint64_t gen = generation & 0xffffffffu;
+  const int threads = static_cast<int>(claims_.size());
+  for (int k = 0; k < threads; ++k) {
+    std::atomic<uint64_t>& word = claims_[(index + k) % threads].value;
+    for (;;) {
+      uint64_t claim = word.load(std::memory_order_acquire);
+      uint64_t piece, limit;
+      do {
+        piece = claim & kPieceMask;
+        limit = (claim >> kPieceBits) & kPieceMask;
+        if ((claim >> 2 * kPieceBits) != gen || piece >= limit) break;
+      } while (!word.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
+                                           std::memory_order_acquire));
+      if ((claim >> 2 * kPieceBits) != gen) return;  // the job is over
+      if (piece >= limit) break;                     // this share is done
+      // Read before this piece counts as done: after that the owner may return and the
+      // next job's owner rewrite them.
+      const int pieces = pieces_;
       int64_t begin, end;
-      Chunk(n, active, index, &begin, &end);
-      if (begin < end) (*fn)(begin, end);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_ == 0) {
-      finished_.store(seen, std::memory_order_release);
-      done_.notify_one();
+      Chunk(n_, pieces, static_cast<int>(piece), &begin, &end);
+      if (begin < end) (*fn_)(begin, end);
+      if (done_pieces_.fetch_add(1, std::memory_order_acq_rel) + 1 == pieces) {
+        std::lock_guard<std::mutex> lock(mu_);  // the owner may be about to sleep
+        done_.notify_one();
+      }
     }
   }
 }
@@ -119,23 +142,36 @@ void ThreadPool::ParallelFor(int64_t n, int max_threads,
     if (n > 0) fn(0, n);
     return;
   }
+  const int pieces = static_cast<int>(std::min<int64_t>(n, int64_t{parts} * kPiecesPerThread));
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Before the claim words name this job, so a claim that succeeds sees them.
     n_ = n;
+    pieces_ = pieces;
     active_ = parts;
     fn_ = &fn;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
-    published_.store(generation_, std::memory_order_release);
+    done_pieces_.store(0, std::memory_order_relaxed);
+    generation = ++generation_;
+    // Thread t's share: pieces [pieces * t / parts, pieces * (t + 1) / parts); the
+    // threads not taking part get an empty one.
+    for (int t = 0; t < static_cast<int>(claims_.size()); ++t) {
+      const int64_t first = t < parts ? int64_t{pieces} * t / parts : 0;
+      const int64_t limit = t < parts ? int64_t{pieces} * (t + 1) / parts : 0;
+      claims_[t].value.store(ClaimWord(generation & 0xffffffffu, static_cast<uint64_t>(limit),
+                                       static_cast<uint64_t>(first)),
+                             std::memory_order_release);
+    }
+    published_.store(generation, std::memory_order_release);
   }
   wake_.notify_all();
-  int64_t begin, end;
-  Chunk(n, parts, 0, &begin, &end);
-  fn(begin, end);
-  const uint64_t mine = generation_;  // only this owner changes it
-  SpinUntil([&] { return finished_.load(std::memory_order_acquire) == mine; });
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  RunPieces(0, generation);
+  // Every piece is claimed; wait for those still running on workers (none, usually).
+  const auto done = [&] { return done_pieces_.load(std::memory_order_acquire) == pieces; };
+  if (!SpinUntil(done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, done);
+  }
 }
 
 }  // namespace normd::kernels::cpu

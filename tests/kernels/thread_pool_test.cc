@@ -3,8 +3,11 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -27,6 +30,40 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
       for (int64_t i = b; i < e; ++i) hits[i]++;
     });
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << n << " " << i;
+  }
+}
+
+// Pieces are claimed by whichever thread is free, but never by more threads than asked.
+TEST(ThreadPoolTest, NoMoreThreadsThanAsked) {
+  cpu::ThreadPool pool(4);
+  for (int k = 0; k < 10; ++k) {
+    std::mutex mu;
+    std::set<std::thread::id> ran;
+    std::vector<std::atomic<int>> hits(1000);
+    pool.ParallelFor(1000, 2, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+      // Slow pieces: every worker that wakes finds pieces left to claim.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard<std::mutex> lock(mu);
+      ran.insert(std::this_thread::get_id());
+    });
+    EXPECT_LE(ran.size(), 2u);
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(hits[i].load(), 1) << k << " " << i;
+  }
+}
+
+// Back-to-back jobs: a worker still finishing, or waking late for, one job never runs a
+// piece of another with the first job's range or function.
+TEST(ThreadPoolTest, BackToBackJobsKeepTheirPieces) {
+  cpu::ThreadPool pool(3);
+  for (int k = 0; k < 2000; ++k) {
+    const int64_t n = 1 + k % 37;
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, 3, [&](int64_t b, int64_t e) {
+      ASSERT_LE(e, n);
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << k << " " << i;
   }
 }
 
