@@ -49,7 +49,7 @@ class CpuBackend final : public Backend {
   static std::string SimdTarget();
 
   absl::Status RowNorm(const RowNormArgs& args) override;
-  // One pool dispatch over the rows of every segment (static contiguous chunks of the
+  // One pool dispatch over the rows of every segment (contiguous pieces of the
   // concatenated rows), on no more threads than the largest segment would get alone.
   absl::Status RowNormBatch(absl::Span<const RowNormArgs> segments) override;
   absl::Status BatchNorm(const BatchNormArgs& args) override;
