@@ -51,7 +51,8 @@ struct Flags {
   ClientOptions::Chunking chunking;
   ChannelArgs client_args;
   bool shm = true;
-  std::vector<std::string> paths = {"tcp", "kernel", "unary", "chunked", "shm"};
+  static constexpr const char* kPaths[] = {"tcp", "kernel", "unary", "chunked", "shm"};
+  std::vector<std::string> paths = {std::begin(kPaths), std::end(kPaths)};
   bool Wants(absl::string_view path) const {
     return std::find(paths.begin(), paths.end(), path) != paths.end() && (shm || path != "shm");
   }
@@ -235,7 +236,8 @@ int main(int argc, char** argv) {
   if (std::string paths = flags.GetString("paths"); !paths.empty()) {
     f.paths = absl::StrSplit(paths, ',');
     for (const std::string& p : f.paths) {
-      if (p != "tcp" && p != "kernel" && p != "unary" && p != "chunked" && p != "shm") {
+      if (std::find(std::begin(normd::bench::Flags::kPaths), std::end(normd::bench::Flags::kPaths),
+                    p) == std::end(normd::bench::Flags::kPaths)) {
         std::fprintf(stderr, "normd-large-bench: --paths: tcp, kernel, unary, chunked, shm\n");
         return 2;
       }

@@ -104,7 +104,6 @@ void ThreadPool::WorkerLoop(int index) {
 // was meant for, and that job's owner waits until every claimed piece is done: the job's
 // fields and fn stay valid for as long as a piece of it runs.
 void ThreadPool::RunPieces(int index, uint64_t generation) {
-  const uint64_t gen = generation & 0xffffffffu;
   const int threads = static_cast<int>(claims_.size());
   for (int k = 0; k < threads; ++k) {
     std::atomic<uint64_t>& word = claims_[(index + k) % threads].value;
@@ -114,11 +113,11 @@ void ThreadPool::RunPieces(int index, uint64_t generation) {
       do {
         piece = claim & kPieceMask;
         limit = (claim >> kPieceBits) & kPieceMask;
-        if ((claim >> 2 * kPieceBits) != gen || piece >= limit) break;
+        if (!SameJob(claim, generation) || piece >= limit) break;
       } while (!word.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
                                            std::memory_order_acquire));
-      if ((claim >> 2 * kPieceBits) != gen) return;  // the job is over
-      if (piece >= limit) break;                     // this share is done
+      if (!SameJob(claim, generation)) return;  // the job is over
+      if (piece >= limit) break;                // this share is done
       // Read before this piece counts as done: after that the owner may return and the
       // next job's owner rewrite them.
       const int pieces = pieces_;
@@ -158,9 +157,9 @@ void ThreadPool::ParallelFor(int64_t n, int max_threads,
     for (int t = 0; t < static_cast<int>(claims_.size()); ++t) {
       const int64_t first = t < parts ? int64_t{pieces} * t / parts : 0;
       const int64_t limit = t < parts ? int64_t{pieces} * (t + 1) / parts : 0;
-      claims_[t].value.store(ClaimWord(generation & 0xffffffffu, static_cast<uint64_t>(limit),
-                                       static_cast<uint64_t>(first)),
-                             std::memory_order_release);
+      claims_[t].value.store(
+          ClaimWord(generation, static_cast<uint64_t>(limit), static_cast<uint64_t>(first)),
+          std::memory_order_release);
     }
     published_.store(generation, std::memory_order_release);
   }

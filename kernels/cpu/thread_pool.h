@@ -72,7 +72,10 @@ class ThreadPool {
   static constexpr int kPieceBits = 16;  // pieces <= 4 * threads < 2^16
   static constexpr uint64_t kPieceMask = (uint64_t{1} << kPieceBits) - 1;
   static uint64_t ClaimWord(uint64_t generation, uint64_t limit, uint64_t next) {
-    return (generation << 2 * kPieceBits) | (limit << kPieceBits) | next;
+    return ((generation & 0xffffffffu) << 2 * kPieceBits) | (limit << kPieceBits) | next;
+  }
+  static bool SameJob(uint64_t claim, uint64_t generation) {
+    return (claim >> 2 * kPieceBits) == (generation & 0xffffffffu);
   }
   struct alignas(64) Claim {  // one cache line each: the threads claim at once
     std::atomic<uint64_t> value{0};
@@ -88,8 +91,8 @@ class ThreadPool {
   std::condition_variable wake_, done_;
   uint64_t generation_ = 0;  // of the last job published, under mu_
   bool stop_ = false;
-  // The job: written by its owner under mu_ before claim_ names it, read by the threads
-  // that claimed one of its pieces.
+  // The job: written by its owner under mu_ before the claim words name it, read by the
+  // threads that claimed one of its pieces.
   int64_t n_ = 0;
   int pieces_ = 0;
   int active_ = 0;  // threads taking part, the caller included: workers 1..active_-1
