@@ -11,6 +11,7 @@ NORMBENCH_BIN.
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -324,10 +325,16 @@ class ReplicasTest(unittest.TestCase, ReportChecks):
                 if kill_after is not None:
                     # The kill must land while calls to this replica are in flight, after
                     # the warm-up: on a loaded machine normbench may not have reached it
-                    # by kill_after (a CI run's control then lost no call).
+                    # by kill_after (a CI run's control then lost no call). A replica that
+                    # answers in ~100 us may also hold no call at the instant of a bare
+                    # kill (once in CI: no call lost, none retried), so it hangs first, as
+                    # a wedged pod would before its liveness probe kills it: every call
+                    # round_robin gives it in that time is in flight when it dies.
                     time.sleep(kill_after)
                     self.wait_until_served(metrics[1])
                     time.sleep(1)
+                    replicas[1].proc.send_signal(signal.SIGSTOP)
+                    time.sleep(0.3)
                     replicas[1].proc.kill()
                 stdout, _ = bench.communicate(timeout=120)
                 with open(out) as f:
