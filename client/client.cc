@@ -223,17 +223,10 @@ absl::Status Client::Normalize(const v1::NormalizeRequest& request, v1::Normaliz
     // which a call that ended early may do after its answer.
     std::promise<void> released;
     std::future<void> unused = released.get_future();
-    std::promise<absl::Status> answer;
-    std::future<absl::Status> result = answer.get_future();
-    StartChunked(
+    absl::Status s = NormalizeChunkedOnQueue(
         std::make_shared<const ChunkSource>(v1::NormalizeRequest(), &request,
                                             [&released] { released.set_value(); }),
-        *std::move(plan),
-        [&answer](absl::StatusOr<v1::NormalizeResponse> r, const CallInfo&) {
-          answer.set_value(r.status());
-        },
-        c, response);
-    absl::Status s = result.get();
+        *plan, c, response);
     unused.wait();
     return s;
   }

@@ -74,7 +74,7 @@ const std::vector<Flag>& Flags() {
       {"cuda-min-bytes", Kind::kSize, "1MiB",
        "automatic routing sends inputs of at least this size to CUDA",
        [](const Value& v, ServerConfig* c) { c->server.scheduler.cuda_min_bytes = v.i; }},
-      {"inline-max-bytes", Kind::kSize, "256KiB",
+      {"inline-max-bytes", Kind::kSize, "1MiB",
        "CPU work up to this size runs on the transport thread when the queue is empty; 0: never",
        [](const Value& v, ServerConfig* c) { c->server.scheduler.inline_max_bytes = v.i; }},
       {"stream-window", Kind::kInt, "64", "requests of one stream in flight at once",

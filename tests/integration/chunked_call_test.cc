@@ -2,9 +2,10 @@
 // row-wise requests sent as row chunks over NormalizeStream give answers bit-identical to
 // one whole Normalize call (uneven last chunk, several trailing normalized dims, residual
 // outputs, another output dtype, QK-norm with q and k of different shapes), the chunks
-// really travel as several requests, errors name the whole request's fields, and the
-// channel ops go whole. Outputs of 64 KiB and more leave the server from the kernel's own
-// buffer (server/answer_wire.h), whole and in chunks, and a caller's response is reused.
+// really travel as several requests, errors name the whole request's fields, a server
+// that is not there is UNAVAILABLE, and the channel ops go whole. Outputs of 64 KiB and
+// more leave the server from the kernel's own buffer (server/answer_wire.h), whole and in
+// chunks, and a caller's response is reused.
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -199,6 +200,31 @@ TEST_F(ChunkedCallTest, ErrorsNameTheWholeRequestsField) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ErrorField(r.status()), "layer_norm.weight");
   EXPECT_EQ(ErrorField(r.status()), ErrorField(whole_->Normalize(request).status()));
+}
+
+TEST_F(ChunkedCallTest, NoServerIsUnavailableForBlockingAndAsyncCalls) {
+  // Nothing listens on the port: the blocking call (on its own completion queue) and the
+  // asynchronous one (a callback reactor) both end UNAVAILABLE, neither hangs.
+  int port;
+  {
+    server::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    auto gone = server::NormServer::Start(options);
+    ASSERT_TRUE(gone.ok()) << gone.status();
+    port = (*gone)->port();
+  }
+  ClientOptions options;
+  options.chunking.threshold_bytes = 1;
+  options.chunking.chunk_bytes = 3000;
+  options.retry.max_attempts = 1;
+  auto client = Client::Create(absl::StrCat("127.0.0.1:", port), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const v1::NormalizeRequest request =
+      MakeRequest(Random(DType::kF32, {50, 64}), LayerNormOptions{});
+  absl::StatusOr<v1::NormalizeResponse> blocking = (*client)->Normalize(request);
+  EXPECT_EQ(blocking.status().code(), absl::StatusCode::kUnavailable) << blocking.status();
+  absl::StatusOr<NormResult> async = (*client)->CallAsync(request).Get();
+  EXPECT_EQ(async.status().code(), absl::StatusCode::kUnavailable) << async.status();
 }
 
 TEST_F(ChunkedCallTest, ChannelOpsGoWhole) {

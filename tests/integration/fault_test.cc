@@ -1,6 +1,7 @@
 // Faults around a live normd (CPU backend, loopback gRPC): clients that vanish in the
-// middle of a stream and in the middle of a chunked call, and a storm of calls whose
-// deadlines pass while they are queued or running. Each must end with a documented code,
+// middle of a stream and in the middle of a chunked call, blocking chunked calls whose
+// deadlines pass part-way, and a storm of calls whose deadlines pass while they are
+// queued or running. Each must end with a documented code,
 // the server must keep serving, and afterwards nothing may stay held: the memory budget
 // is back to zero bytes reserved and the scheduler has nothing in flight (a request whose
 // client vanished that kept its buffers would show here).
@@ -105,6 +106,38 @@ TEST_F(FaultTest, ChunkedCallsCancelledMidChunkLeaveNothingHeld) {
   RecordProperty("ok", ok);
   RecordProperty("cancelled", cancelled);
   EXPECT_GT(cancelled, 0);
+  client.reset();
+  ExpectNothingHeld();
+}
+
+TEST_F(FaultTest, BlockingChunkedCallsPastTheirDeadlineEndWithItsCode) {
+  // The blocking call drives its chunks on its own completion queue: a deadline that
+  // passes part-way (while chunks are still being written, or answered) ends it with
+  // DEADLINE_EXCEEDED and returns, and from several threads at once.
+  auto client = NewClient();
+  const v1::NormalizeRequest big = RmsNormRequest({256, 4096});  // 16 chunks of 256 KiB
+  std::atomic<int> ok{0}, expired{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([&, t] {
+      v1::NormalizeResponse response;
+      for (int i = 0; i < 8; ++i) {
+        const absl::Status s =
+            client->Normalize(big, &response, {.timeout = absl::Milliseconds(2 * (i + t))});
+        if (s.ok()) {
+          ++ok;
+          EXPECT_EQ(response.output().data().size(), big.input().data().size());
+        } else {
+          EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+          ++expired;
+        }
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  RecordProperty("ok", ok.load());
+  RecordProperty("expired", expired.load());
+  EXPECT_GT(expired.load(), 0);
   client.reset();
   ExpectNothingHeld();
 }

@@ -314,6 +314,11 @@ class Client {
   CallHandle StartChunked(std::shared_ptr<const ChunkSource> source, ChunkPlan plan,
                           InfoCallback done, const CallOptions& c,
                           v1::NormalizeResponse* into = nullptr);
+  // The same on a completion queue that the calling thread polls until the call ends
+  // (chunked_call_on_queue.cc): the blocking Normalize's. The answer goes into `into`.
+  absl::Status NormalizeChunkedOnQueue(std::shared_ptr<const ChunkSource> source,
+                                       const ChunkPlan& plan, const CallOptions& c,
+                                       v1::NormalizeResponse* into);
   std::optional<ChunkPlan> PlanFor(const v1::NormalizeRequest& request) const;
   // A failed call's status: when it names an unregistered region, registers again (without
   // waiting) every region this client registered.

@@ -45,8 +45,10 @@ struct SchedulerOptions {
   absl::Duration cpu_batch_max_delay = absl::ZeroDuration();
   absl::Duration cuda_batch_max_delay = absl::ZeroDuration();
   // CPU work of at most this many bytes (its tensors in and out, on the wire or in shared
-  // memory) may run inline; 0: never.
-  int64_t inline_max_bytes = 256 << 10;
+  // memory) may run inline; 0: never. 1 MiB takes in the client's 256 KiB chunks (a
+  // 30-60 us kernel on the transport thread): handing each to an executor cost more than
+  // it saved (BENCHMARKS.md, "Large tensors", seventeenth session).
+  int64_t inline_max_bytes = 1 << 20;
   int cpu_executors = 0;   // 0: the CPU backend's thread count
   int cuda_executors = 2;  // one run computing while the next one's copies go
   // Told of every failed backend run (lane name, requests in it, the status), on the
