@@ -4,8 +4,9 @@
 // widen it again, and an f32 h in place: RowSource), and sums the row's squares, or
 // (LayerNorm) its deviations from a shift and their squares, which give the moments unless
 // the shift was far from the mean (then a centred pass over the row corrects the mean:
-// OnePassMoments); one pass computes the epilogue,
-// converts and stores y (non-temporal when large). The input is read from memory once.
+// OnePassMoments); one pass computes the epilogue (row_epilogue-inl.h; rows in cache with
+// a weight and a bias two at a time), converts and stores y (non-temporal when large). The
+// input is read from memory once.
 //
 // Precision (see stats.h): values widened to fp32, sums in fp32 blocks gathered in double
 // (row_pass-inl.h), so the statistics are within ~2^-22 whatever the row's offset; the
@@ -20,6 +21,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "kernels/cpu/aligned_scratch.h"
+#include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
 #include "kernels/cpu/simd_targets.h"
@@ -34,157 +36,6 @@ HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-struct Epilogue {
-  float hi = 0, lo = 0;  // LayerNorm: the mean as hi + lo, subtracted first; else zero
-  float scale = 1;
-  const float* weight = nullptr;  // fp32, not padded
-  const float* bias = nullptr;    // fp32, not padded
-  const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
-  float alpha = 1;
-  // The next row's input, fetched into the cache while this one is computed and stored
-  // (nullptr: none), `prefetch_size` bytes an element.
-  const char* prefetch = nullptr;
-  int64_t prefetch_size = 0;
-};
-
-// The epilogue in fp32, each term present known at compile time:
-// ((x - hi) - lo) * scale [rounded to kIn] [* w] [+ b] [+ alpha * skip], skip read in
-// kIn. docs/semantics.md allows its rounding (within 2^-20 of the terms' magnitudes) where
-// a bias or residual cancels, and the cast_before_weight intermediate's neighbour.
-// `stream`: the vector-aligned middle of `out` is written with non-temporal stores. The row
-// is read from `src` as kSrc: the fp32 buffer or f32 row (F32), or the f16/bf16 input in
-// place (kIn), widened again here rather than stored widened and loaded back.
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
-void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
-  constexpr DType t = kOut;
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  // ((x - hi) - lo) * scale as (x - hi) * scale - lo * scale, one FMA: x - hi is exact
-  // near the mean (Sterbenz), and lo * scale (lo within 2^-24 of hi) rounds by a part in
-  // 2^48 of hi * scale. Zero for RMSNorm and L2.
-  const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
-  const V vlos = hn::Set(d, -(e.lo * e.scale));
-  const V valpha = hn::Set(d, e.alpha);
-  // Locals: stores through `out` could alias `e` as far as the compiler knows.
-  const float *weight = e.weight, *bias = e.bias;
-  const void* skip = e.skip;
-  // always_inline: a call per vector would return it through memory.
-  const auto compute = [&](const void* x, const float* w, const float* b, const void* sk) HWY_ATTR
-      __attribute__((always_inline)) {
-    // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
-    // row in place (RowSource), x is not vector-aligned.
-    V v = hn::MulAdd(hn::Sub(LoadAs<kSrc>(d, x), vhi), vs, vlos);
-    if constexpr (kCast) v = RoundTo(d, kIn, v);
-    if constexpr (kW && kB) {
-      v = hn::MulAdd(v, hn::LoadU(d, w), hn::LoadU(d, b));  // one rounding where there were two
-    } else if constexpr (kW) {
-      v = hn::Mul(v, hn::LoadU(d, w));
-    } else if constexpr (kB) {
-      v = hn::Add(v, hn::LoadU(d, b));
-    }
-    if constexpr (kS) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
-    return v;
-  };
-  const char* prefetch = e.prefetch;
-  const int64_t psize = e.prefetch_size;
-  const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
-    // No arithmetic on an absent (null) parameter: UB even when never read.
-    return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
-                   kS ? Offset(skip, kIn, i) : nullptr);
-  };
-  const size_t esize = ElementSize(t);
-  // A partial vector: the row, parameters and skip from zero-padded copies (the caller's
-  // arrays end at n), the result through a stack buffer.
-  const auto tail = [&](int64_t i, int64_t count) HWY_ATTR {
-    alignas(64) float tw[64] = {}, tb[64] = {};
-    alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {}, part[64 * 4];
-    const size_t floats = static_cast<size_t>(count) * sizeof(float);
-    std::memcpy(tx, Offset(src, kSrc, i), static_cast<size_t>(count) * ElementSize(kSrc));
-    if constexpr (kW) std::memcpy(tw, weight + i, floats);
-    if constexpr (kB) std::memcpy(tb, bias + i, floats);
-    if constexpr (kS) {
-      std::memcpy(ts, Offset(skip, kIn, i), static_cast<size_t>(count) * ElementSize(kIn));
-    }
-    StoreAs<t>(d, compute(tx, tw, tb, ts), part);
-    std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
-  };
-  int64_t i = 0;
-  const int64_t head = stream ? StreamHead(out, esize, N, n) : -1;
-  if (head >= 0) {
-    if (head > 0) tail(0, head);
-    for (i = head; i + N <= n; i += N) StreamAs<t>(d, at(i), Offset(out, t, i));
-  }
-  for (; i + N <= n; i += N) StoreAs<t>(d, at(i), Offset(out, t, i));
-  if (i < n) tail(i, n - i);
-  (void)weight;
-  (void)bias;
-  (void)skip;
-}
-
-using EpilogueStoreFn = void (*)(const void* src, int64_t n, const Epilogue& e, void* out,
-                                 bool stream);
-
-// The instantiation for the runtime choices. kIn matters only with a cast or a skip, or
-// as the source's dtype; other epilogues share the F32 one whatever the input.
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kS>
-EpilogueStoreFn PickEpilogueStore(bool w, bool b) {
-  if (w) {
-    return b ? &EpilogueStore<kOut, kIn, kSrc, kCast, true, true, kS>
-             : &EpilogueStore<kOut, kIn, kSrc, kCast, true, false, kS>;
-  }
-  return b ? &EpilogueStore<kOut, kIn, kSrc, kCast, false, true, kS>
-           : &EpilogueStore<kOut, kIn, kSrc, kCast, false, false, kS>;
-}
-
-template <DType kOut, DType kIn, DType kSrc>
-EpilogueStoreFn PickEpilogueStore(bool cast, bool w, bool b, bool s) {
-  if constexpr (kIn == DType::kF32) {
-    return s ? PickEpilogueStore<kOut, kIn, kSrc, false, true>(w, b)
-             : PickEpilogueStore<kOut, kIn, kSrc, false, false>(w, b);
-  } else {
-    if (cast) {
-      return s ? PickEpilogueStore<kOut, kIn, kSrc, true, true>(w, b)
-               : PickEpilogueStore<kOut, kIn, kSrc, true, false>(w, b);
-    }
-    if (s) return PickEpilogueStore<kOut, kIn, kSrc, false, true>(w, b);
-    if constexpr (kSrc == DType::kF32) {
-      return PickEpilogueStore<kOut, DType::kF32, DType::kF32, false, false>(w, b);
-    } else {
-      return PickEpilogueStore<kOut, kIn, kSrc, false, false>(w, b);
-    }
-  }
-}
-
-// `src_in`: the row is read as the input's dtype (f16/bf16 in place), else as fp32.
-template <DType kOut>
-EpilogueStoreFn PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s) {
-  switch (in) {
-    case DType::kF32:
-      return PickEpilogueStore<kOut, DType::kF32, DType::kF32>(false, w, b, s);
-    case DType::kF16:
-      return src_in ? PickEpilogueStore<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
-                    : PickEpilogueStore<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
-    case DType::kBF16:
-      return src_in ? PickEpilogueStore<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
-                    : PickEpilogueStore<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
-  }
-  return nullptr;
-}
-
-EpilogueStoreFn PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b,
-                                  bool s) {
-  switch (out) {
-    case DType::kF32:
-      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s);
-    case DType::kF16:
-      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s);
-    case DType::kBF16:
-      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s);
-  }
-  return nullptr;
-}
 
 // ---- the kernel -----------------------------------------------------------------------
 
@@ -309,7 +160,9 @@ Stat StatOf(const RowNormArgs& a) {
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
   thread_local AlignedScratch scratch;
-  float* row = scratch.Reserve(static_cast<size_t>(cols + kRowPad));
+  // Two row buffers (rows in cache go in pairs, below), each starting vector-aligned.
+  const int64_t stride = (cols + kRowPad + 15) / 16 * 16;
+  float* const rows2 = scratch.Reserve(static_cast<size_t>(2 * stride));
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
   const bool norm_then_add = a.residual == ResidualPlacement::kNormThenAdd;
   const int64_t stat_cols = StatCols(a);
@@ -324,15 +177,13 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
 
   const RowSource source = SourceOf(a, a.h.present(), p.stream);
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
-  const EpilogueStoreFn epilogue = PickEpilogueStore(
+  const EpilogueFns epilogue = PickEpilogueStore(
       a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
-  for (int64_t r = row_begin; r < row_end; ++r) {
+  // Row r's statistics into `er` (its mean, scale and skip), its fp32 buffer `row`; returns
+  // where its epilogue reads it.
+  const auto stats = [&](int64_t r, float* row, Epilogue* er) HWY_ATTR
+      __attribute__((always_inline)) {
     const int64_t base = r * cols;
-    // Large inputs: the next row is fetched while this one's epilogue runs, so that memory
-    // is busy while the core computes (LoadRow then reads it from the cache).
-    e.prefetch = p.stream && r + 1 < row_end
-                     ? static_cast<const char*>(Offset(a.x.data, t, base + cols))
-                     : nullptr;
     const void* x = Offset(a.x.data, t, base);
     void* h = a.h.present() ? Offset(a.h.data, t, base) : nullptr;
     const RowSums sums = load(x, add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
@@ -342,12 +193,35 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     Fp32Row fp32(source.typed ? nullptr : static_cast<const float*>(src), t, x, cols, row);
     double mean, scale;
     RowStats(a, fp32, sums, stat_cols, &mean, &scale);
-    e.hi = static_cast<float>(mean);
-    e.lo = static_cast<float>(mean - e.hi);
-    e.scale = static_cast<float>(scale);
-    if (norm_then_add) e.skip = Offset(a.skip.data, t, base);
-    void* y = Offset(a.y.data, a.y.dtype, base);
-    epilogue(src, cols, e, y, p.stream);
+    er->hi = static_cast<float>(mean);
+    er->lo = static_cast<float>(mean - er->hi);
+    er->scale = static_cast<float>(scale);
+    if (norm_then_add) er->skip = Offset(a.skip.data, t, base);
+    return src;
+  };
+  // Rows in cache with a weight and a bias go in pairs, sharing each parameter vector's
+  // load (EpilogueStore2); the rest one by one, large rows each prefetching the next.
+  // Measured (BENCHMARKS.md, issue 16, seventeenth session): pairs sped LayerNorm up 5-20%
+  // at 8x4096 and 64x4096, but slowed RMSNorm (a weight only) 3-11% and f32 LayerNorm then
+  // add (x, skip and y of two rows beside w and b) 8%.
+  const bool pairs =
+      !p.stream && p.weight != nullptr && p.bias != nullptr && !(norm_then_add && t == DType::kF32);
+  int64_t r = row_begin;
+  for (; pairs && r + 2 <= row_end; r += 2) {
+    Epilogue e1 = e;
+    const void* src0 = stats(r, rows2, &e);
+    const void* src1 = stats(r + 1, rows2 + stride, &e1);
+    epilogue.two(src0, src1, cols, e, e1, Offset(a.y.data, a.y.dtype, r * cols),
+                 Offset(a.y.data, a.y.dtype, (r + 1) * cols));
+  }
+  for (; r < row_end; ++r) {
+    // Large inputs: the next row is fetched while this one's epilogue runs, so that memory
+    // is busy while the core computes (LoadRow then reads it from the cache).
+    e.prefetch = p.stream && r + 1 < row_end
+                     ? static_cast<const char*>(Offset(a.x.data, t, (r + 1) * cols))
+                     : nullptr;
+    const void* src = stats(r, rows2, &e);
+    epilogue.one(src, cols, e, Offset(a.y.data, a.y.dtype, r * cols), p.stream);
   }
   if (p.stream) hwy::FlushStream();
 }

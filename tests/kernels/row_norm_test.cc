@@ -287,7 +287,10 @@ TEST(RowNormBatchTest, SegmentsAreBitIdenticalToSeparateRuns) {
       }
     }
     CpuBackendOptions options;
-    options.threads = 3;  // uneven chunks that start and end inside segments
+    // Uneven chunks that start and end inside segments; and so rows paired differently
+    // from the runs alone (rows with a weight and bias go two at a time from each chunk's
+    // first row, EpilogueStore2), which must not change a bit either.
+    options.threads = 3;
     options.min_parallel_bytes = 0;
     CpuBackend cpu(options);
     for (const RowNormArgs& a : alone) ASSERT_TRUE(cpu.RowNorm(a, 1).ok());

@@ -1,0 +1,255 @@
+// The epilogue of the row kernels (Highway per-target code): per row, y from the row and its
+// statistics, ((x - mean) * scale [rounded] [* w] [+ b] [+ alpha * skip]) in fp32, converted
+// and stored (non-temporal when large), one row at a time or two rows in cache at once.
+// Built on convert-inl.h. Include after hwy/highway.h inside a translation unit that uses
+// foreach_target (row_norm_simd.cc). Stateless; safe from any thread.
+// Per-target include guard: each target's pass through this file needs its own copy.
+#if defined(NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_
+#undef NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_
+#else
+#define NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_
+#endif
+
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "kernels/cpu/convert-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct Epilogue {
+  float hi = 0, lo = 0;  // LayerNorm: the mean as hi + lo, subtracted first; else zero
+  float scale = 1;
+  const float* weight = nullptr;  // fp32, not padded
+  const float* bias = nullptr;    // fp32, not padded
+  const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
+  float alpha = 1;
+  // The next row's input, fetched into the cache while this one is computed and stored
+  // (nullptr: none), `prefetch_size` bytes an element.
+  const char* prefetch = nullptr;
+  int64_t prefetch_size = 0;
+};
+
+// One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
+// given (ignored when absent), the skip read as kIn at `sk`.
+template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V valpha,
+                           const void* sk) {
+  V v = hn::MulAdd(hn::Sub(LoadAs<kSrc>(d, x), vhi), vs, vlos);
+  if constexpr (kCast) v = RoundTo(d, kIn, v);
+  if constexpr (kW && kB) {
+    v = hn::MulAdd(v, w, b);  // one rounding where there were two
+  } else if constexpr (kW) {
+    v = hn::Mul(v, w);
+  } else if constexpr (kB) {
+    v = hn::Add(v, b);
+  }
+  if constexpr (kS) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
+  (void)w;
+  (void)b;
+  (void)valpha;
+  (void)sk;
+  return v;
+}
+
+// The epilogue in fp32, each term present known at compile time:
+// ((x - hi) - lo) * scale [rounded to kIn] [* w] [+ b] [+ alpha * skip], skip read in
+// kIn. docs/semantics.md allows its rounding (within 2^-20 of the terms' magnitudes) where
+// a bias or residual cancels, and the cast_before_weight intermediate's neighbour.
+// `stream`: the vector-aligned middle of `out` is written with non-temporal stores. The row
+// is read from `src` as kSrc: the fp32 buffer or f32 row (F32), or the f16/bf16 input in
+// place (kIn), widened again here rather than stored widened and loaded back.
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
+  constexpr DType t = kOut;
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  // ((x - hi) - lo) * scale as (x - hi) * scale - lo * scale, one FMA: x - hi is exact
+  // near the mean (Sterbenz), and lo * scale (lo within 2^-24 of hi) rounds by a part in
+  // 2^48 of hi * scale. Zero for RMSNorm and L2.
+  const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
+  const V vlos = hn::Set(d, -(e.lo * e.scale));
+  const V valpha = hn::Set(d, e.alpha);
+  // Locals: stores through `out` could alias `e` as far as the compiler knows.
+  const float *weight = e.weight, *bias = e.bias;
+  const void* skip = e.skip;
+  // always_inline: a call per vector would return it through memory.
+  const auto compute = [&](const void* x, const float* w, const float* b, const void* sk) HWY_ATTR
+      __attribute__((always_inline)) {
+    // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
+    // row in place (RowSource), x is not vector-aligned.
+    return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(
+        d, x, vhi, vs, vlos, kW ? hn::LoadU(d, w) : hn::Zero(d), kB ? hn::LoadU(d, b) : hn::Zero(d),
+        valpha, sk);
+  };
+  const char* prefetch = e.prefetch;
+  const int64_t psize = e.prefetch_size;
+  const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
+    // No arithmetic on an absent (null) parameter: UB even when never read.
+    return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
+                   kS ? Offset(skip, kIn, i) : nullptr);
+  };
+  const size_t esize = ElementSize(t);
+  // A partial vector: the row, parameters and skip from zero-padded copies (the caller's
+  // arrays end at n), the result through a stack buffer.
+  const auto tail = [&](int64_t i, int64_t count) HWY_ATTR {
+    alignas(64) float tw[64] = {}, tb[64] = {};
+    alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {}, part[64 * 4];
+    const size_t floats = static_cast<size_t>(count) * sizeof(float);
+    std::memcpy(tx, Offset(src, kSrc, i), static_cast<size_t>(count) * ElementSize(kSrc));
+    if constexpr (kW) std::memcpy(tw, weight + i, floats);
+    if constexpr (kB) std::memcpy(tb, bias + i, floats);
+    if constexpr (kS) {
+      std::memcpy(ts, Offset(skip, kIn, i), static_cast<size_t>(count) * ElementSize(kIn));
+    }
+    StoreAs<t>(d, compute(tx, tw, tb, ts), part);
+    std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
+  };
+  int64_t i = 0;
+  const int64_t head = stream ? StreamHead(out, esize, N, n) : -1;
+  if (head >= 0) {
+    if (head > 0) tail(0, head);
+    for (i = head; i + N <= n; i += N) StreamAs<t>(d, at(i), Offset(out, t, i));
+  }
+  for (; i + N <= n; i += N) StoreAs<t>(d, at(i), Offset(out, t, i));
+  if (i < n) tail(i, n - i);
+  (void)weight;
+  (void)bias;
+  (void)skip;
+}
+
+using EpilogueStoreFn = void (*)(const void* src, int64_t n, const Epilogue& e, void* out,
+                                 bool stream);
+
+// EpilogueStore of two rows at once, with plain stores (rows in cache), each weight and bias
+// vector loaded once for both (for any terms; RowNormRowsImpl pairs rows with both): with a weight
+// and a bias, a 4096-wide f32 row's x, w, b and y are 64 KiB, more than this core's 48 KiB L1, so
+// that w and b came from L2 for every row (LayerNorm f32 16x2048 ran 24% faster than 8x4096, the
+// same bytes). Per element the arithmetic is EpilogueStore's, so the outputs are the same bits.
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogue& e0,
+                    const Epilogue& e1, void* out0, void* out1) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vhi0 = hn::Set(d, e0.hi), vs0 = hn::Set(d, e0.scale),
+          vlos0 = hn::Set(d, -(e0.lo * e0.scale));
+  const V vhi1 = hn::Set(d, e1.hi), vs1 = hn::Set(d, e1.scale),
+          vlos1 = hn::Set(d, -(e1.lo * e1.scale));
+  const V valpha = hn::Set(d, e0.alpha);
+  const float *weight = e0.weight, *bias = e0.bias;
+  const void *skip0 = e0.skip, *skip1 = e1.skip;
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const V w = kW ? hn::LoadU(d, weight + i) : hn::Zero(d);
+    const V b = kB ? hn::LoadU(d, bias + i) : hn::Zero(d);
+    const V y0 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src0, kSrc, i), vhi0, vs0,
+                                                             vlos0, w, b, valpha,
+                                                             kS ? Offset(skip0, kIn, i) : nullptr);
+    const V y1 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src1, kSrc, i), vhi1, vs1,
+                                                             vlos1, w, b, valpha,
+                                                             kS ? Offset(skip1, kIn, i) : nullptr);
+    StoreAs<kOut>(d, y0, Offset(out0, kOut, i));
+    StoreAs<kOut>(d, y1, Offset(out1, kOut, i));
+  }
+  if (i < n) {  // the partial last vector, row by row, as EpilogueStore's tail
+    for (int k = 0; k < 2; ++k) {
+      Epilogue e = k == 0 ? e0 : e1;
+      if constexpr (kW) e.weight = weight + i;
+      if constexpr (kB) e.bias = bias + i;
+      if constexpr (kS) e.skip = Offset(e.skip, kIn, i);
+      e.prefetch = nullptr;
+      EpilogueStore<kOut, kIn, kSrc, kCast, kW, kB, kS>(
+          Offset(k == 0 ? src0 : src1, kSrc, i), n - i, e, Offset(k == 0 ? out0 : out1, kOut, i),
+          false);
+    }
+  }
+  (void)weight;
+  (void)bias;
+  (void)skip0;
+  (void)skip1;
+}
+
+using EpilogueStore2Fn = void (*)(const void* src0, const void* src1, int64_t n, const Epilogue& e0,
+                                  const Epilogue& e1, void* out0, void* out1);
+
+// The one- and two-row forms of one instantiation.
+struct EpilogueFns {
+  EpilogueStoreFn one = nullptr;
+  EpilogueStore2Fn two = nullptr;
+};
+
+// The instantiation for the runtime choices. kIn matters only with a cast or a skip, or
+// as the source's dtype; other epilogues share the F32 one whatever the input.
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+EpilogueFns EpilogueFnsOf() {
+  return {&EpilogueStore<kOut, kIn, kSrc, kCast, kW, kB, kS>,
+          &EpilogueStore2<kOut, kIn, kSrc, kCast, kW, kB, kS>};
+}
+
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kS>
+EpilogueFns PickEpilogueStore(bool w, bool b) {
+  if (w) {
+    return b ? EpilogueFnsOf<kOut, kIn, kSrc, kCast, true, true, kS>()
+             : EpilogueFnsOf<kOut, kIn, kSrc, kCast, true, false, kS>();
+  }
+  return b ? EpilogueFnsOf<kOut, kIn, kSrc, kCast, false, true, kS>()
+           : EpilogueFnsOf<kOut, kIn, kSrc, kCast, false, false, kS>();
+}
+
+template <DType kOut, DType kIn, DType kSrc>
+EpilogueFns PickEpilogueStore(bool cast, bool w, bool b, bool s) {
+  if constexpr (kIn == DType::kF32) {
+    return s ? PickEpilogueStore<kOut, kIn, kSrc, false, true>(w, b)
+             : PickEpilogueStore<kOut, kIn, kSrc, false, false>(w, b);
+  } else {
+    if (cast) {
+      return s ? PickEpilogueStore<kOut, kIn, kSrc, true, true>(w, b)
+               : PickEpilogueStore<kOut, kIn, kSrc, true, false>(w, b);
+    }
+    if (s) return PickEpilogueStore<kOut, kIn, kSrc, false, true>(w, b);
+    if constexpr (kSrc == DType::kF32) {
+      return PickEpilogueStore<kOut, DType::kF32, DType::kF32, false, false>(w, b);
+    } else {
+      return PickEpilogueStore<kOut, kIn, kSrc, false, false>(w, b);
+    }
+  }
+}
+
+// `src_in`: the row is read as the input's dtype (f16/bf16 in place), else as fp32.
+template <DType kOut>
+EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s) {
+  switch (in) {
+    case DType::kF32:
+      return PickEpilogueStore<kOut, DType::kF32, DType::kF32>(false, w, b, s);
+    case DType::kF16:
+      return src_in ? PickEpilogueStore<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
+                    : PickEpilogueStore<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
+    case DType::kBF16:
+      return src_in ? PickEpilogueStore<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
+                    : PickEpilogueStore<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
+  }
+  return {};
+}
+
+EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b, bool s) {
+  switch (out) {
+    case DType::kF32:
+      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s);
+    case DType::kF16:
+      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s);
+    case DType::kBF16:
+      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s);
+  }
+  return {};
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_
