@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/convert-inl.h"
@@ -303,7 +304,14 @@ inline void RowMoments(const float* buf, int64_t n, double sum, bool f64, double
   if (!std::isfinite(m)) {
     // fp32 block sums overflowed (|x| near fp32's limit): sum in double.
     m = 0;
-    for (int64_t i = 0; i < n; ++i) m += buf[i];
+    // Byte copies: buf may be the caller's f32 row read in place, which a shared-memory
+    // tensor can place at any byte offset (a misaligned float load is UB; found by the
+    // shared-memory fuzzer under UBSan).
+    for (int64_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, reinterpret_cast<const char*>(buf) + i * sizeof(float), sizeof v);
+      m += v;
+    }
     m /= dn;
     if (!std::isfinite(m)) {
       // Inf or NaN in the row: the mean is that (an Inf mean, not Inf - Inf), M2 is NaN.
