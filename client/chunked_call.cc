@@ -6,7 +6,6 @@
 // parses it, computed whole, then serialized whole before its first byte is sent back, and
 // each step runs on one thread. Chunks keep the socket busy in both directions while the
 // server computes the chunks that already arrived (BENCHMARKS.md, "Large tensors").
-#include "absl/strings/str_cat.h"
 #include "chunking.h"
 #include "normd/client.h"
 
@@ -135,9 +134,8 @@ CallHandle Client::StartChunked(std::shared_ptr<const ChunkSource> source, Chunk
   CallHandle handle;
   handle.state_ = call->handle();
   Prepare(call->context(), c);
-  static const std::string* const method =
-      new std::string(absl::StrCat("/", v1::NormService::service_full_name(), "/NormalizeStream"));
-  Next().generic->PrepareBidiStreamingCall(call->context(), *method, grpc::StubOptions(), call);
+  Next().generic->PrepareBidiStreamingCall(call->context(), NormalizeStreamMethod(),
+                                           grpc::StubOptions(), call);
   call->Start();
   return handle;
 }

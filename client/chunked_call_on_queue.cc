@@ -8,7 +8,6 @@
 // waits. Here the thread that waits in CompletionQueue::Next also polls the channel's
 // socket, so a completion is handled where it was found, as one thread reads and writes a
 // plain TCP echo (BENCHMARKS.md, "Large tensors").
-#include "absl/strings/str_cat.h"
 #include "chunking.h"
 #include "grpcpp/completion_queue.h"
 #include "normd/client.h"
@@ -25,14 +24,12 @@ void* AsTag(Tag t) { return reinterpret_cast<void*>(t); }
 absl::Status Client::NormalizeChunkedOnQueue(std::shared_ptr<const ChunkSource> source,
                                              const ChunkPlan& plan, const CallOptions& c,
                                              v1::NormalizeResponse* into) {
-  static const std::string* const method =
-      new std::string(absl::StrCat("/", v1::NormService::service_full_name(), "/NormalizeStream"));
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   Prepare(&context, c);
   ChunkAssembler assembler(source->whole, plan, into);
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
-      Next().generic->PrepareCall(&context, *method, &cq);
+      Next().generic->PrepareCall(&context, NormalizeStreamMethod(), &cq);
   call->StartCall(AsTag(kStarted));
 
   const int window = std::max(options_.chunking.window, 1);

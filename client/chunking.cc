@@ -5,9 +5,11 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/field_mask.pb.h"
 #include "google/protobuf/util/field_mask_util.h"
 #include "google/rpc/status.pb.h"
+#include "normd/v1/normd.grpc.pb.h"
 #include "wire_size.h"
 
 namespace normd {
@@ -93,6 +95,12 @@ void MaskAllBut(const google::protobuf::Message& m, const std::string& prefix,
 }
 
 }  // namespace
+
+const std::string& NormalizeStreamMethod() {
+  static const std::string* const method =
+      new std::string(absl::StrCat("/", v1::NormService::service_full_name(), "/NormalizeStream"));
+  return *method;
+}
 
 std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t threshold_bytes,
                                     int64_t chunk_bytes) {

@@ -50,6 +50,10 @@ struct ChunkPlan {
 std::optional<ChunkPlan> PlanChunks(const v1::NormalizeRequest& request, int64_t threshold_bytes,
                                     int64_t chunk_bytes);
 
+// "/normd.v1.NormService/NormalizeStream": the method the chunked calls open by name on
+// the generic stub (their messages are written by hand).
+const std::string& NormalizeStreamMethod();
+
 // Chunk `i` of `source->whole` under `plan`, its rows' bytes not copied (chunk_wire.h).
 grpc::ByteBuffer MakeChunk(const ChunkPlan& plan, int i,
                            const std::shared_ptr<const ChunkSource>& source);
