@@ -68,6 +68,7 @@ absl::StatusOr<absl::Duration> LargeCase::CallShm(Client& client) {
   absl::StatusOr<v1::NormalizeResponse> r = client.Normalize(shm_request);
   const absl::Duration took = absl::Now() - start;
   if (!r.ok()) return r.status();
+  shm_timings.push_back(r->timing());
   absl::StatusOr<std::span<const std::byte>> out = region->View(r->output());
   if (!out.ok()) return out.status();
   if (!expected.empty() &&

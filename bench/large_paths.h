@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -35,6 +36,9 @@ struct LargeCase {
   // CallShm's region (the input, then the output) and request, made by its first call.
   std::shared_ptr<SharedMemoryRegion> region;
   v1::NormalizeRequest shm_request;
+  // Each CallShm's server-side timing (NormalizeResponse.timing), in call order: where the
+  // round trip beyond the kernel goes (the server's compute, its own overhead, the wire).
+  std::vector<v1::Timing> shm_timings;
   v1::NormalizeResponse answer;
   std::string expected;  // the kernel's output bytes, once RunKernel ran
 };

@@ -12,15 +12,21 @@
 //       [--client-grpc-args NAME=INT,...] [--no-shm] [--paths tcp,kernel,unary,chunked,shm]
 // --paths measures only the paths named (for a profile of one of them); the ratios of a
 // path not measured print as 0.
+// Beside the round trips it prints each path's CPU time per call (this process, with its
+// TCP echo thread and kernel threads, and normd: a round trip cannot be shorter than that
+// over the cores), and how the server timed its shared-memory calls (compute, and receipt
+// to answer), to tell where a round trip beyond its limit goes.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -90,21 +96,41 @@ pid_t StartNormd(const Flags& f, int port) {
   return pid;
 }
 
-// The median, minimum and maximum of `runs` timed calls of `once` (after one untimed).
+// The CPU time `pid` (0: this process) has used, all its threads together; nullopt where the
+// clock cannot be read.
+std::optional<absl::Duration> CpuTime(pid_t pid) {
+  clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
+  if (pid != 0 && clock_getcpuclockid(pid, &clock) != 0) return std::nullopt;
+  timespec ts{};
+  if (clock_gettime(clock, &ts) != 0) return std::nullopt;
+  return absl::DurationFromTimespec(ts);
+}
+
+// The median, minimum and maximum of `runs` timed calls of `once` (after one untimed), and
+// the CPU time a call cost the two processes together (this one, with its TCP echo thread
+// and kernel threads, and normd): on N cores a round trip cannot be shorter than 1/N of
+// it, whatever the waits.
 struct Figure {
   double median_ms = 0, min_ms = 0, max_ms = 0;
+  double cpu_ms = -1;  // per call, both processes; -1: not measured
 };
-absl::StatusOr<Figure> Measure(int reps,
+absl::StatusOr<Figure> Measure(int reps, pid_t server,
                                const std::function<absl::StatusOr<absl::Duration>()>& once) {
   if (absl::StatusOr<absl::Duration> warm = once(); !warm.ok()) return warm.status();
+  const std::optional<absl::Duration> self0 = CpuTime(0), server0 = CpuTime(server);
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
     absl::StatusOr<absl::Duration> d = once();
     if (!d.ok()) return d.status();
     ms.push_back(absl::ToDoubleMilliseconds(*d));
   }
+  const std::optional<absl::Duration> self1 = CpuTime(0), server1 = CpuTime(server);
   std::sort(ms.begin(), ms.end());
-  return Figure{ms[ms.size() / 2], ms.front(), ms.back()};
+  Figure f{ms[ms.size() / 2], ms.front(), ms.back()};
+  if (self0 && self1 && server0 && server1) {
+    f.cpu_ms = absl::ToDoubleMilliseconds((*self1 - *self0) + (*server1 - *server0)) / reps;
+  }
+  return f;
 }
 
 int Run(const Flags& f) {
@@ -149,6 +175,7 @@ int Run(const Flags& f) {
   std::printf("%8s %16s %16s %16s %16s %16s %9s %9s %9s\n", "MiB", "tcp echo", "kernel", "unary",
               "chunked", "shm", "unary/tcp", "chunk/tcp", "shm/kern");
   std::string json = "{\"normd_large_bench\": [";
+  std::string shm_server_lines, cpu_lines;
   int exit_code = 0;
   for (int64_t mib : f.sizes_mib) {
     const int64_t rows = (mib << 20) / (kCols * 4);
@@ -157,7 +184,7 @@ int Run(const Flags& f) {
     auto measure = [&](const char* name,
                        const std::function<absl::StatusOr<absl::Duration>()>& once) {
       figures.emplace_back(
-          name, f.Wants(name) ? Measure(f.reps, once) : absl::StatusOr<Figure>(Figure{}));
+          name, f.Wants(name) ? Measure(f.reps, server, once) : absl::StatusOr<Figure>(Figure{}));
     };
     measure("tcp", [&] { return (*echo)->RoundTrip(c.request.input().data()); });
     measure("kernel", [&] { return c.RunKernel(kernel_backend); });
@@ -189,6 +216,30 @@ int Run(const Flags& f) {
       absl::StrAppend(&json, ", \"", name, "_ms\": ", fig->median_ms, ", \"", name,
                       "_min_ms\": ", fig->min_ms, ", \"", name, "_max_ms\": ", fig->max_ms);
     }
+    absl::StrAppend(&cpu_lines, absl::StrFormat("%8lld", static_cast<long long>(mib)));
+    for (auto& [name, fig] : figures) {
+      const double cpu = fig.ok() && f.Wants(name) ? fig->cpu_ms : -1;
+      absl::StrAppend(&cpu_lines,
+                      cpu < 0 ? absl::StrFormat(" %9s", "-") : absl::StrFormat(" %9.2f", cpu));
+      if (cpu >= 0) absl::StrAppend(&json, ", \"", name, "_cpu_ms\": ", cpu);
+    }
+    absl::StrAppend(&cpu_lines, "\n");
+    if (c.shm_timings.size() > 1) {
+      // The timed calls' own figures (the first call was the untimed warm-up).
+      std::vector<double> compute, total;
+      for (size_t i = 1; i < c.shm_timings.size(); ++i) {
+        compute.push_back(c.shm_timings[i].compute_us() / 1e3);
+        total.push_back(c.shm_timings[i].total_us() / 1e3);
+      }
+      std::sort(compute.begin(), compute.end());
+      std::sort(total.begin(), total.end());
+      const double cm = compute[compute.size() / 2], tm = total[total.size() / 2];
+      absl::StrAppend(&shm_server_lines,
+                      absl::StrFormat("%8lld %16.2f %16.2f %16.2f\n", static_cast<long long>(mib),
+                                      cm, tm, median[4]));
+      absl::StrAppend(&json, ", \"shm_server_compute_ms\": ", cm,
+                      ", \"shm_server_total_ms\": ", tm);
+    }
     auto ratio = [](double a, double b) { return b > 0 && a > 0 ? a / b : 0.0; };
     std::printf("%8lld%s %9.2f %9.2f %9.2f\n", static_cast<long long>(mib), cells.c_str(),
                 ratio(median[2], median[0]), ratio(median[3], median[0]),
@@ -197,6 +248,19 @@ int Run(const Flags& f) {
                     ", \"chunked_over_tcp\": ", ratio(median[3], median[0]),
                     ", \"shm_over_kernel\": ", ratio(median[4], median[1]), "}");
     std::fflush(stdout);
+  }
+  // A call's CPU time over the machine's cores is the shortest its round trip could be.
+  std::printf(
+      "CPU time per call, this process and normd together (ms; %u cores online):\n%8s %9s %9s "
+      "%9s %9s %9s\n%s",
+      std::thread::hardware_concurrency(), "MiB", "tcp echo", "kernel", "unary", "chunked", "shm",
+      cpu_lines.c_str());
+  if (!shm_server_lines.empty()) {
+    // Where a shared-memory round trip goes: the server's backend run, its time from
+    // receiving the request to the answer being ready (medians of its own Timing), and the
+    // caller's round trip.
+    std::printf("shm, as the server timed it (ms, medians):\n%8s %16s %16s %16s\n%s", "MiB",
+                "server compute", "server total", "round trip", shm_server_lines.c_str());
   }
   const int64_t steal_ms = StealMs(steal_before, MachineStealTime());
   std::printf("cpu steal during the run: %lld ms\n", static_cast<long long>(steal_ms));
