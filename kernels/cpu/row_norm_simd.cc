@@ -157,12 +157,22 @@ Stat StatOf(const RowNormArgs& a) {
   return a.kind == RowNormKind::kLayer ? Stat::kMoments : Stat::kSumOfSquares;
 }
 
+// f16/bf16 rows of at most kShortRowCols columns take their statistics kShortGroup at a
+// time. Measured at 128 columns (QK-norm, alternating runs): groups of 4 sped f16/bf16 up
+// 10-13%, groups of 2 by 2%, groups of 8 slowed them 25%; f32, already at 0.9 of memcpy
+// there, ran 0-10% slower in groups of 4.
+constexpr int64_t kShortRowCols = 512;
+constexpr int kShortGroup = 4;
+
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
   thread_local AlignedScratch scratch;
-  // Two row buffers (rows in cache go in pairs, below), each starting vector-aligned.
+  // Short rows take their statistics kShortGroup at a time (below); rows in cache with a
+  // weight and a bias go in pairs. A row buffer for each, each starting vector-aligned.
   const int64_t stride = (cols + kRowPad + 15) / 16 * 16;
-  float* const rows2 = scratch.Reserve(static_cast<size_t>(2 * stride));
+  const bool short_rows = cols <= kShortRowCols && a.x.dtype != DType::kF32;
+  float* const rows2 =
+      scratch.Reserve(static_cast<size_t>((short_rows ? kShortGroup : 2) * stride));
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
   const bool norm_then_add = a.residual == ResidualPlacement::kNormThenAdd;
   const int64_t stat_cols = StatCols(a);
@@ -213,6 +223,26 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     const void* src1 = stats(r + 1, rows2 + stride, &e1);
     epilogue.two(src0, src1, cols, e, e1, Offset(a.y.data, a.y.dtype, r * cols),
                  Offset(a.y.data, a.y.dtype, (r + 1) * cols));
+  }
+  // Short rows: the statistics of kShortGroup rows, then their epilogues. A row's
+  // statistics end in a chain of long latencies (the lanes' sum, a square root and a
+  // division: about 50 cycles) that the epilogue waits for; row by row, the next row's
+  // chain began only after this row's epilogue, and at 128 columns the chains were most
+  // of the time (QK-norm bf16 4096x32x128, BENCHMARKS.md, issue 16, eighteenth session).
+  for (; short_rows && !pairs && r + kShortGroup <= row_end; r += kShortGroup) {
+    Epilogue eg[kShortGroup];
+    const void* src[kShortGroup];
+    for (int k = 0; k < kShortGroup; ++k) {
+      eg[k] = e;
+      src[k] = stats(r + k, rows2 + k * stride, &eg[k]);
+    }
+    for (int k = 0; k < kShortGroup; ++k) {
+      eg[k].prefetch =
+          p.stream && r + k + kShortGroup < row_end
+              ? static_cast<const char*>(Offset(a.x.data, t, (r + k + kShortGroup) * cols))
+              : nullptr;
+      epilogue.one(src[k], cols, eg[k], Offset(a.y.data, a.y.dtype, (r + k) * cols), p.stream);
+    }
   }
   for (; r < row_end; ++r) {
     // Large inputs: the next row is fetched while this one's epilogue runs, so that memory
