@@ -117,7 +117,9 @@ void CheckGroupNorm(DType dtype, Layout layout, const Shape& sh, int64_t groups,
 TEST_P(ChannelNormTest, BatchNormMatchesReference) {
   ForEachTarget([&] {
     const auto& [dtype, layout] = GetParam();
-    for (Shape sh : {Shape{2, 3, 5}, Shape{4, 16, 64}, Shape{1, 2, 9000}, Shape{8, 1, 1}}) {
+    // C = 64: channels-last rows of exactly four vectors on AVX-512 (ApplyFourVectorRows).
+    for (Shape sh :
+         {Shape{2, 3, 5}, Shape{4, 16, 64}, Shape{1, 2, 9000}, Shape{8, 1, 1}, Shape{2, 64, 9}}) {
       const auto n = sh.n * sh.c * sh.s;
       for (bool training : {true, false}) {
         for (bool affine : {false, true}) {
@@ -249,34 +251,37 @@ TEST_P(ChannelNormTest, StreamedOutputsEqualPlainOnes) {
   never.stream_bytes = int64_t{1} << 60;
   always.stream_bytes = 0;
   ForEachTarget([&] {
-    const Shape sh{3, 16, 83};  // runs of 83: heads, vectors and tails; C = 16 per row
-    const int64_t n = sh.n * sh.c * sh.s;
-    const Buffer x = Buffer::Of(dtype, RandomValues(rng_, n, 0.5f, 2.0f));
-    const Buffer w = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 1.0f, 0.5f));
-    const Buffer b = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 0.0f, 0.5f));
-    const Buffer rm = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 0.5f, 0.1f));
-    const Buffer rv = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 4.0f, 0.1f));
-    const size_t esize = ElementSize(dtype);
-    for (size_t offset = 0; offset < 64 / esize; offset += 3) {
-      for (int op = 0; op < 3; ++op) {
-        std::vector<unsigned char> plain((n + 64) * esize), streamed(plain.size());
-        const auto run = [&](const CpuBackendOptions& o, std::vector<unsigned char>& into) {
-          const MutTensor y{dtype, into.data() + offset * esize, n};
-          if (op == 2) {
-            GroupNormArgs a;
-            a.n = sh.n, a.c = sh.c, a.s = sh.s, a.groups = 4, a.layout = layout;
+    // Runs of 83 and 37: heads, vectors and tails; C = 16 and 64 per row (64: four vectors
+    // on AVX-512, 16 on SSE4, held in registers).
+    for (const Shape sh : {Shape{3, 16, 83}, Shape{2, 64, 37}}) {
+      const int64_t n = sh.n * sh.c * sh.s;
+      const Buffer x = Buffer::Of(dtype, RandomValues(rng_, n, 0.5f, 2.0f));
+      const Buffer w = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 1.0f, 0.5f));
+      const Buffer b = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 0.0f, 0.5f));
+      const Buffer rm = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 0.5f, 0.1f));
+      const Buffer rv = Buffer::Of(DType::kF32, RandomValues(rng_, sh.c, 4.0f, 0.1f));
+      const size_t esize = ElementSize(dtype);
+      for (size_t offset = 0; offset < 64 / esize; offset += 3) {
+        for (int op = 0; op < 3; ++op) {
+          std::vector<unsigned char> plain((n + 64) * esize), streamed(plain.size());
+          const auto run = [&](const CpuBackendOptions& o, std::vector<unsigned char>& into) {
+            const MutTensor y{dtype, into.data() + offset * esize, n};
+            if (op == 2) {
+              GroupNormArgs a;
+              a.n = sh.n, a.c = sh.c, a.s = sh.s, a.groups = 4, a.layout = layout;
+              a.x = x.view(), a.weight = w.view(), a.bias = b.view(), a.y = y;
+              return CpuBackend(o).GroupNorm(a);
+            }
+            BatchNormArgs a;
+            a.n = sh.n, a.c = sh.c, a.s = sh.s, a.layout = layout, a.training = op == 0;
             a.x = x.view(), a.weight = w.view(), a.bias = b.view(), a.y = y;
-            return CpuBackend(o).GroupNorm(a);
-          }
-          BatchNormArgs a;
-          a.n = sh.n, a.c = sh.c, a.s = sh.s, a.layout = layout, a.training = op == 0;
-          a.x = x.view(), a.weight = w.view(), a.bias = b.view(), a.y = y;
-          a.running_mean = rm.view(), a.running_var = rv.view();
-          return CpuBackend(o).BatchNorm(a);
-        };
-        ASSERT_TRUE(run(never, plain).ok());
-        ASSERT_TRUE(run(always, streamed).ok());
-        ASSERT_EQ(plain, streamed) << "op " << op << ", offset " << offset;
+            a.running_mean = rm.view(), a.running_var = rv.view();
+            return CpuBackend(o).BatchNorm(a);
+          };
+          ASSERT_TRUE(run(never, plain).ok());
+          ASSERT_TRUE(run(always, streamed).ok());
+          ASSERT_EQ(plain, streamed) << "op " << op << ", offset " << offset;
+        }
       }
     }
   });
