@@ -58,6 +58,12 @@ class UnaryCall {
       context_.AddTrailingMetadata("normd-previous-rpc-attempts",
                                    std::string(it->second.data(), it->second.size()));
     }
+    // The thread that finishes a call (an executor, for Normalize) hands it to the
+    // transport thread that deletes it through gRPC's completion queue, which
+    // ThreadSanitizer cannot see into (uninstrumented gRPC): this release, acquired in
+    // Finished, makes that handoff visible (TSan reported the answer's last read on the
+    // executor racing its delete, CI 2026-11-24).
+    finish_called_.store(true, std::memory_order_release);
     responder_.Finish(response_, status, &finished_event_);
   }
 
@@ -84,7 +90,9 @@ class UnaryCall {
     Handle();
   }
   void Finished(bool) {
-    finished_ = true;
+    // Always true here (gRPC reports a finish only after Finish); the acquire pairs with
+    // Finish's release.
+    finished_ = finish_called_.load(std::memory_order_acquire);
     if (done_) delete this;
   }
   void Done(bool) {
@@ -98,6 +106,7 @@ class UnaryCall {
   CqEvent finished_event_ = MakeEvent<&UnaryCall::Finished>(this);
   CqEvent done_event_ = MakeEvent<&UnaryCall::Done>(this);
   bool finished_ = false, done_ = false;  // transport thread only
+  std::atomic<bool> finish_called_{false};
 };
 
 // A raw method (calls.h): the call parses its request and serializes its answer itself.
