@@ -1,0 +1,155 @@
+// The channel ops' output pass (Highway per-target code): y = (x - mean) * scale + shift
+// per channel, the mean and shift folded so that it is one subtraction and one FMA, over a
+// contiguous run (channels-first) or down the columns of a row-major block (channels-last),
+// with non-temporal stores where asked. Built on convert-inl.h.
+// Include after hwy/highway.h inside a translation unit that uses foreach_target.
+// Stateless but for a per-thread coefficient buffer; safe from any thread.
+// Per-target include guard: each target's pass through this file needs its own copy.
+#if defined(NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_
+#undef NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_
+#else
+#define NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_
+#endif
+
+#include <cstring>
+#include <vector>
+
+#include "hwy/cache_control.h"
+#include "kernels/cpu/convert-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The output in fp32 as one subtraction and one FMA: (x - hi) * scale + (shift - lo * scale)
+// with mean = hi + lo, as the row ops' epilogue. x - hi is exact near the mean (Sterbenz);
+// lo is within 2^-24 of hi, so rounding the folded shift adds a part in 2^24 of |shift| and
+// one in 2^48 of |hi * scale|: within docs/semantics.md's 2^-20 of the terms' magnitudes
+// where the bias cancels.
+struct FoldedShift {
+  float hi, scale, shift;
+};
+inline FoldedShift Fold(double mean, double scale, double shift) {
+  const float hi = static_cast<float>(mean);
+  return {hi, static_cast<float>(scale), static_cast<float>(shift - (mean - hi) * scale)};
+}
+
+template <DType kT, DType kOut>
+void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y,
+               bool stream, const void* prefetch) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const FoldedShift k = Fold(mean, scale, shift);
+  const V vhi = hn::Set(d, k.hi), vs = hn::Set(d, k.scale), vb = hn::Set(d, k.shift);
+  auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(v, vhi), vs, vb); };
+  // [i, i + count), count < N, through stack copies: x and y end at n.
+  auto part = [&](int64_t i, int64_t count) HWY_ATTR {
+    alignas(64) unsigned char tx[64 * 4] = {}, ty[64 * 4];
+    std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(count) * ElementSize(kT));
+    StoreAs<kOut>(d, f(LoadAs<kT>(d, tx)), ty);
+    std::memcpy(Offset(y, kOut, i), ty, static_cast<size_t>(count) * ElementSize(kOut));
+  };
+  int64_t i = 0;
+  const int64_t head = stream ? StreamHead(y, ElementSize(kOut), N, n) : -1;
+  if (head >= 0) {
+    // Non-temporal: the output skips the cache (no read for ownership) and leaves x's
+    // channel there for the next pass.
+    if (head > 0) part(0, head);
+    for (i = head; i + N <= n; i += N) {
+      if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, i));
+      StreamAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
+    }
+  }
+  for (; i + N <= n; i += N) {
+    if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, i));
+    StoreAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
+  }
+  if (i < n) part(i, n - i);
+  if (head >= 0) hwy::FlushStream();
+}
+
+// Rows of exactly four vectors (64 f32 channels on AVX-512), the coefficients held in
+// registers. REQUIRES: y vector-aligned when `stream`.
+template <DType kT, DType kOut>
+void ApplyFourVectorRows(const void* x, int64_t rows, const float* fhi, const float* fs,
+                         const float* fb, void* y, bool stream) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V h0 = hn::LoadU(d, fhi), h1 = hn::LoadU(d, fhi + N), h2 = hn::LoadU(d, fhi + 2 * N),
+          h3 = hn::LoadU(d, fhi + 3 * N);
+  const V s0 = hn::LoadU(d, fs), s1 = hn::LoadU(d, fs + N), s2 = hn::LoadU(d, fs + 2 * N),
+          s3 = hn::LoadU(d, fs + 3 * N);
+  const V b0 = hn::LoadU(d, fb), b1 = hn::LoadU(d, fb + N), b2 = hn::LoadU(d, fb + 2 * N),
+          b3 = hn::LoadU(d, fb + 3 * N);
+  const int64_t n = rows * 4 * N;
+  const auto f = [&](int64_t i, V h, V sc, V b) HWY_ATTR __attribute__((always_inline)) {
+    return hn::MulAdd(hn::Sub(LoadAs<kT>(d, Offset(x, kT, i)), h), sc, b);
+  };
+  if (stream) {
+    for (int64_t i = 0; i < n; i += 4 * N) {
+      StreamAs<kOut>(d, f(i, h0, s0, b0), Offset(y, kOut, i));
+      StreamAs<kOut>(d, f(i + N, h1, s1, b1), Offset(y, kOut, i + N));
+      StreamAs<kOut>(d, f(i + 2 * N, h2, s2, b2), Offset(y, kOut, i + 2 * N));
+      StreamAs<kOut>(d, f(i + 3 * N, h3, s3, b3), Offset(y, kOut, i + 3 * N));
+    }
+    hwy::FlushStream();
+    return;
+  }
+  for (int64_t i = 0; i < n; i += 4 * N) {
+    StoreAs<kOut>(d, f(i, h0, s0, b0), Offset(y, kOut, i));
+    StoreAs<kOut>(d, f(i + N, h1, s1, b1), Offset(y, kOut, i + N));
+    StoreAs<kOut>(d, f(i + 2 * N, h2, s2, b2), Offset(y, kOut, i + 2 * N));
+    StoreAs<kOut>(d, f(i + 3 * N, h3, s3, b3), Offset(y, kOut, i + 3 * N));
+  }
+}
+
+// The same per column, the column's coefficients in fp32 once per call.
+template <DType kT, DType kOut>
+void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean,
+                   const double* scale, const double* shift, void* y, bool stream) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t vec_cols = cols / N * N;
+  thread_local std::vector<float> coef;
+  coef.resize(static_cast<size_t>(3 * vec_cols));
+  float *fhi = coef.data(), *fs = fhi + vec_cols, *fb = fs + vec_cols;
+  for (int64_t c = 0; c < vec_cols; ++c) {
+    const FoldedShift k = Fold(mean[c], scale[c], shift[c]);
+    fhi[c] = k.hi;
+    fs[c] = k.scale;
+    fb[c] = k.shift;
+  }
+  const auto at = [&](const void* in, int64_t c) HWY_ATTR __attribute__((always_inline)) {
+    const V v = LoadAs<kT>(d, Offset(in, kT, c));
+    return hn::MulAdd(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, fs + c),
+                      hn::LoadU(d, fb + c));
+  };
+  if (cols == 4 * N && (!stream || StreamHead(y, ElementSize(kOut), N, cols) == 0)) {
+    ApplyFourVectorRows<kT, kOut>(x, rows, fhi, fs, fb, y, stream);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* in = Offset(x, kT, r * cols);
+    void* out = Offset(y, kOut, r * cols);
+    // Non-temporal where the row starts on a vector boundary (C a multiple of the vector,
+    // the usual case): the output skips the cache and its read for ownership.
+    if (stream && StreamHead(out, ElementSize(kOut), N, vec_cols) == 0) {
+      for (int64_t c = 0; c < vec_cols; c += N) StreamAs<kOut>(d, at(in, c), Offset(out, kOut, c));
+    } else {
+      for (int64_t c = 0; c < vec_cols; c += N) StoreAs<kOut>(d, at(in, c), Offset(out, kOut, c));
+    }
+    for (int64_t c = vec_cols; c < cols; ++c) {
+      const double v = (LoadElement(kT, in, c) - mean[c]) * scale[c] + shift[c];
+      StoreElement(kOut, out, c, static_cast<float>(v));
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_
