@@ -28,10 +28,11 @@ struct Epilogue {
   const float* bias = nullptr;    // fp32, not padded
   const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
   float alpha = 1;
-  // The next row's input, fetched into the cache while this one is computed and stored
-  // (nullptr: none), `prefetch_size` bytes an element.
+  // The next row's input, its first `prefetch_count` elements fetched into the cache while
+  // this one is computed and stored (nullptr: none), `prefetch_size` bytes an element.
   const char* prefetch = nullptr;
   int64_t prefetch_size = 0;
+  int64_t prefetch_count = 0;
 };
 
 // One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
@@ -88,8 +89,9 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
   };
   const char* prefetch = e.prefetch;
   const int64_t psize = e.prefetch_size;
+  const int64_t pcount = prefetch != nullptr ? e.prefetch_count : 0;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    if (prefetch != nullptr) hwy::Prefetch(prefetch + i * psize);
+    if (i < pcount) hwy::Prefetch(prefetch + i * psize);
     // No arithmetic on an absent (null) parameter: UB even when never read.
     return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
                    kS ? Offset(skip, kIn, i) : nullptr);

@@ -164,6 +164,19 @@ Stat StatOf(const RowNormArgs& a) {
 constexpr int64_t kShortRowCols = 512;
 constexpr int kShortGroup = 4;
 
+// How much of the next row a large row's epilogue prefetches: its first kPrefetchBytes, so
+// that the next statistics pass does not begin on a miss; the hardware prefetchers keep
+// ahead from there. All of a long row did not fit: at 65536 f32 columns the row, the next
+// row and the weight and bias are 1 MiB, this core's whole L2. Measured at 1024x65536 (one
+// thread, alternating runs; BENCHMARKS.md, issue 16, nineteenth session): capped, LayerNorm
+// f32 0.65-0.71 -> 0.85-0.87 of memcpy, f16/bf16 0.50-0.54 -> 0.79-0.85, RMSNorm 0.72-0.80
+// -> 0.90-0.95. Two kinds of row ran faster with all of it, and keep it: RMSNorm's partial
+// statistics (the rest of the row comes from memory in the epilogue otherwise: f16/bf16
+// 0.83-0.89 -> 0.54 capped) and Hugging Face's cast before the weight in f16/bf16 (an
+// epilogue with more arithmetic: 1.01-1.07 -> 0.75-0.79 capped). 8, 16 and 32 KiB measured
+// the same; rows up to 16 KiB (4096 f32 columns) are prefetched whole as before.
+constexpr int64_t kPrefetchBytes = 16 << 10;
+
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
   thread_local AlignedScratch scratch;
@@ -184,6 +197,8 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   e.bias = p.bias;
   e.alpha = static_cast<float>(a.alpha);
   e.prefetch_size = ElementSize(t);
+  e.prefetch_count =
+      stat_cols < cols || cast ? cols : std::min(cols, kPrefetchBytes / e.prefetch_size);
 
   const RowSource source = SourceOf(a, a.h.present(), p.stream);
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
