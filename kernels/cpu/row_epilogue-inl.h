@@ -29,10 +29,13 @@ struct Epilogue {
   const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
   float alpha = 1;
   // The next row's input, its first `prefetch_count` elements fetched into the cache while
-  // this one is computed and stored (nullptr: none), `prefetch_size` bytes an element.
+  // this one is computed and stored (nullptr: none), `prefetch_size` bytes an element; and
+  // likewise the next row's residual, `prefetch_skip_count` elements (nullptr: none).
   const char* prefetch = nullptr;
   int64_t prefetch_size = 0;
   int64_t prefetch_count = 0;
+  const char* prefetch_skip = nullptr;
+  int64_t prefetch_skip_count = 0;
 };
 
 // One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
@@ -90,8 +93,11 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
   const char* prefetch = e.prefetch;
   const int64_t psize = e.prefetch_size;
   const int64_t pcount = prefetch != nullptr ? e.prefetch_count : 0;
+  const char* pskip = e.prefetch_skip;
+  const int64_t scount = pskip != nullptr ? e.prefetch_skip_count : 0;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if (i < pcount) hwy::Prefetch(prefetch + i * psize);
+    if (i < scount) hwy::Prefetch(pskip + i * psize);
     // No arithmetic on an absent (null) parameter: UB even when never read.
     return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
                    kS ? Offset(skip, kIn, i) : nullptr);
