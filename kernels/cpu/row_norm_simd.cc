@@ -205,7 +205,6 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   e.prefetch_size = ElementSize(t);
   e.prefetch_count =
       stat_cols < cols || cast ? cols : std::min(cols, kPrefetchBytes / e.prefetch_size);
-  e.prefetch_skip_count = cols;
 
   const RowSource source = SourceOf(a, a.h.present(), p.stream);
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
