@@ -2,8 +2,8 @@
 # Alternating A/B rounds of normd-large-bench (BENCHMARKS.md, "Large tensors"): each round
 # runs every variant once, in turn, so that the machine's drift between minutes falls on
 # all of them alike; then prints per variant and size the median over the rounds (and the
-# range) of each run's chunked/tcp and shm/kernel ratios (ratios a run did not measure are
-# left out).
+# range) of each run's chunked/tcp and shm/kernel ratios and of the CPU time per call of
+# tcp and chunked (figures a run did not measure are left out).
 #   bench/large_ab.sh ROUNDS NAME 'BENCH [FLAGS]' [NAME 'BENCH [FLAGS]' ...]
 # BENCH is a normd-large-bench binary (a copy, to compare builds); FLAGS go to it after
 # --sizes 4,64 --reps 21 --paths tcp,chunked (override them by repeating them), e.g.
@@ -42,7 +42,8 @@ for name in names:
     for r in range(1, rounds + 1):
         with open(f"{out}/{name}-{r}.json") as f:
             for row in json.load(f)["normd_large_bench"]:
-                for key in ("chunked_over_tcp", "shm_over_kernel"):
+                for key in ("chunked_over_tcp", "shm_over_kernel", "tcp_cpu_ms",
+                            "chunked_cpu_ms"):
                     if row.get(key):
                         ratios.setdefault((key, row["mib"]), []).append(row[key])
     print(name, " ".join(

@@ -342,5 +342,6 @@ int main(int argc, char** argv) {
   }
   // As normbench and normd: the client's receive buffers stay mapped between messages.
   normd::TuneProcessForMessages();
+  normd::TuneProcessForLargeAnswers();
   return normd::bench::Run(f);
 }

@@ -331,5 +331,6 @@ int main(int argc, char** argv) {
   }
   if (!parsed.ok()) return normd::Usage(std::string(parsed.message()));
   normd::TuneProcessForMessages();
+  normd::TuneProcessForLargeAnswers();
   return normd::Main(flags);
 }

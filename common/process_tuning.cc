@@ -12,4 +12,6 @@ void TuneProcessForMessages() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
+void TuneProcessForLargeAnswers() { mallopt(M_TOP_PAD, 16 << 20); }
+
 }  // namespace normd
