@@ -161,8 +161,17 @@ Stat StatOf(const RowNormArgs& a) {
 // time. Measured at 128 columns (QK-norm, alternating runs): groups of 4 sped f16/bf16 up
 // 10-13%, groups of 2 by 2%, groups of 8 slowed them 25%; f32, already at 0.9 of memcpy
 // there, ran 0-10% slower in groups of 4.
+// Large f16/bf16 rows without a residual, up to kGroupedStreamCols columns, go in groups
+// too, which also fetches four rows ahead instead of one. Five alternating rounds at
+// 4096x4096 and 16384x1024, one thread (BENCHMARKS.md, issue 16, twentieth session):
+// RMSNorm and L2 +2-29%, LayerNorm +8-25% at 1024 columns and unchanged at 4096; on two
+// threads, bound by memory, 1024 columns +0-15% and 4096 columns 0-10% slower. The
+// residual forms ran 15-40% slower in groups at 1024 and 4096 columns, RMSNorm with
+// partial statistics in bf16 11-27% (four rounds), and in cache (8x4096, 64x4096) groups of
+// 4096-column rows cost RMSNorm and L2 5-15%. Gemma's and Hugging Face's RMSNorm: +5-31%.
 constexpr int64_t kShortRowCols = 512;
 constexpr int kShortGroup = 4;
+constexpr int64_t kGroupedStreamCols = 4096;
 
 // How much of the next row a large row's epilogue prefetches: its first kPrefetchBytes, so
 // that the next statistics pass does not begin on a miss; the hardware prefetchers keep
@@ -189,12 +198,15 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
   // Short rows take their statistics kShortGroup at a time (below); rows in cache with a
   // weight and a bias go in pairs. A row buffer for each, each starting vector-aligned.
   const int64_t stride = (cols + kRowPad + 15) / 16 * 16;
-  const bool short_rows = cols <= kShortRowCols && a.x.dtype != DType::kF32;
+  const int64_t stat_cols = StatCols(a);
+  const bool short_rows =
+      a.x.dtype != DType::kF32 &&
+      (cols <= kShortRowCols || (p.stream && a.residual == ResidualPlacement::kNone &&
+                                 stat_cols == cols && cols <= kGroupedStreamCols));
   float* const rows2 =
       scratch.Reserve(static_cast<size_t>((short_rows ? kShortGroup : 2) * stride));
   const bool add_then_norm = a.residual == ResidualPlacement::kAddThenNorm;
   const bool norm_then_add = a.residual == ResidualPlacement::kNormThenAdd;
-  const int64_t stat_cols = StatCols(a);
   const DType t = a.x.dtype;
   Epilogue e;
   // cast_before_weight rounds to the input's dtype, a no-op for F32.
