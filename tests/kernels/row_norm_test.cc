@@ -311,47 +311,51 @@ TEST(RowNormBatchTest, SegmentsAreBitIdenticalToSeparateRuns) {
 TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   ForEachTarget([] {
     std::mt19937_64 rng(7);
-    // Not a multiple of any vector width. Six rows: large f16/bf16 rows without a residual
-    // take their statistics four at a time (a group and two single rows), where plain stores
-    // take them one by one.
-    const int64_t rows = 6, cols = 1000;
-    // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
-    // buffer: the same bytes either way.
-    for (const auto& io : {std::pair{DType::kF32, DType::kF32},
-                           {DType::kF32, DType::kF16},
-                           {DType::kF32, DType::kBF16},
-                           {DType::kF16, DType::kF16},
-                           {DType::kBF16, DType::kBF16},
-                           {DType::kBF16, DType::kF32}}) {
-      // Plain variables: a lambda below captures them (clang 14 cannot capture bindings).
-      const DType in_t = io.first, out_t = io.second;
-      for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
-        for (bool affine : {false, true}) {
-          Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
-          Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
-          Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
-          const size_t esize = ElementSize(out_t);
-          for (size_t offset = 0; offset < 64 / esize; ++offset) {
-            std::vector<unsigned char> plain((rows * cols + 64) * esize), streamed(plain.size());
-            auto args = [&](std::vector<unsigned char>& into) {
-              RowNormArgs a;
-              a.kind = kind;
-              a.rows = rows;
-              a.cols = cols;
-              a.x = x.view();
-              if (affine) {
-                a.weight = w.view();
-                a.bias = b.view();
-              }
-              a.y = {out_t, into.data() + offset * esize, rows * cols};
-              return a;
-            };
-            CpuBackendOptions never, always;
-            never.stream_bytes = int64_t{1} << 60;
-            always.stream_bytes = 0;
-            ASSERT_TRUE(CpuBackend(never).RowNorm(args(plain)).ok());
-            ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed)).ok());
-            ASSERT_EQ(plain, streamed) << static_cast<int>(out_t) << " offset " << offset;
+    // Six rows: large f16/bf16 rows without a residual take their statistics four at a time
+    // (a group and two single rows), where plain stores take them one by one. 1000 columns
+    // (not a multiple of any vector width) start each row at another alignment; 1024 start
+    // every row where the first does.
+    const int64_t rows = 6;
+    for (const int64_t cols : {1000, 1024}) {
+      // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
+      // buffer: the same bytes either way.
+      for (const auto& io : {std::pair{DType::kF32, DType::kF32},
+                             {DType::kF32, DType::kF16},
+                             {DType::kF32, DType::kBF16},
+                             {DType::kF16, DType::kF16},
+                             {DType::kBF16, DType::kBF16},
+                             {DType::kBF16, DType::kF32}}) {
+        // Plain variables: a lambda below captures them (clang 14 cannot capture bindings).
+        const DType in_t = io.first, out_t = io.second;
+        for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+          for (bool affine : {false, true}) {
+            Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
+            Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
+            Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
+            const size_t esize = ElementSize(out_t);
+            for (size_t offset = 0; offset < 64 / esize; ++offset) {
+              std::vector<unsigned char> plain((rows * cols + 64) * esize), streamed(plain.size());
+              auto args = [&](std::vector<unsigned char>& into) {
+                RowNormArgs a;
+                a.kind = kind;
+                a.rows = rows;
+                a.cols = cols;
+                a.x = x.view();
+                if (affine) {
+                  a.weight = w.view();
+                  a.bias = b.view();
+                }
+                a.y = {out_t, into.data() + offset * esize, rows * cols};
+                return a;
+              };
+              CpuBackendOptions never, always;
+              never.stream_bytes = int64_t{1} << 60;
+              always.stream_bytes = 0;
+              ASSERT_TRUE(CpuBackend(never).RowNorm(args(plain)).ok());
+              ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed)).ok());
+              ASSERT_EQ(plain, streamed)
+                  << static_cast<int>(out_t) << " offset " << offset << " cols " << cols;
+            }
           }
         }
       }
