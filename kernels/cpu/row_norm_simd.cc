@@ -162,13 +162,12 @@ Stat StatOf(const RowNormArgs& a) {
 // 10-13%, groups of 2 by 2%, groups of 8 slowed them 25%; f32, already at 0.9 of memcpy
 // there, ran 0-10% slower in groups of 4.
 // Large f16/bf16 rows without a residual, up to kGroupedStreamCols columns, go in groups
-// too, which also fetches four rows ahead instead of one. Five alternating rounds at
-// 4096x4096 and 16384x1024, one thread (BENCHMARKS.md, issue 16, twentieth session):
-// RMSNorm and L2 +2-29%, LayerNorm +8-25% at 1024 columns and unchanged at 4096; on two
-// threads, bound by memory, 1024 columns +0-15% and 4096 columns 0-10% slower. The
-// residual forms ran 15-40% slower in groups at 1024 and 4096 columns, RMSNorm with
-// partial statistics in bf16 11-27% (four rounds), and in cache (8x4096, 64x4096) groups of
-// 4096-column rows cost RMSNorm and L2 5-15%. Gemma's and Hugging Face's RMSNorm: +5-31%.
+// too, which also fetches four rows ahead instead of one. Alternating rounds at 4096x4096
+// and 16384x1024, one thread, medians (BENCHMARKS.md, issue 16, twentieth session): RMSNorm,
+// Gemma's, Hugging Face's and L2 +2-25% (L2 f16 at 1024 columns -4%), LayerNorm +15-22% at
+// 1024 columns and unchanged at 4096; two threads, bound by memory, within 0.92-1.16. The
+// residual forms ran 8-44% slower in groups, RMSNorm with partial statistics in bf16
+// 11-17%, and in cache (8x4096, 64x4096) groups of 4096 columns cost RMSNorm and L2 5-15%.
 constexpr int64_t kShortRowCols = 512;
 constexpr int kShortGroup = 4;
 constexpr int64_t kGroupedStreamCols = 4096;

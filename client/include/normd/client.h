@@ -100,7 +100,11 @@ struct ClientOptions {
   // HTTP/2 message is larger than a chunk. Applies to Normalize, NormalizeAsync, CallAsync
   // and the typed calls (not Echo, streams or StartOnQueue). The channel ops, whose
   // statistics span rows, always go whole. threshold_bytes 0: never chunk. The defaults
-  // are measured (BENCHMARKS.md, "Large tensors").
+  // are measured (BENCHMARKS.md, "Large tensors"). The thread that reads the answers
+  // allocates gRPC's receive buffers in its malloc arena and frees them once copied out;
+  // with glibc, a process that receives large answers faults part of those pages in on
+  // every call unless the arena keeps its top: mallopt(M_TOP_PAD, 16 << 20), as normbench
+  // does (BENCHMARKS.md, "Large tensors", has the measurement).
   // More of gRPC's integer channel arguments (name, value), set last (transport tuning;
   // BENCHMARKS.md, "Large tensors", has the A/B of those tried).
   std::vector<std::pair<std::string, int>> channel_args;
