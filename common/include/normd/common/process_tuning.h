@@ -27,11 +27,12 @@ void TuneProcessForMessages();
 // receive buffers (a 4 MiB answer's worth a call) in its arena and frees them once copied
 // out; the main arena's top crept up by about 330 KiB a call and went back to the kernel
 // at every 8 MiB (strace, 100 calls at 4 MiB and 100 at 64 MiB: 2491 brk calls), so each
-// call faulted its receive pages in again (`exc_page_fault` under `recvmsg`, about 0.1 ms
+// call faulted part of its receive pages in again (`exc_page_fault` under `recvmsg`, 0.1 ms
 // of a 4 MiB call's CPU). glibc's M_TOP_PAD of 16 MiB keeps that much at an arena's top
-// when it grows or trims (81 brk calls). Measured (bench/large_ab.sh, three A/Bs of 8 rounds): 64
-// MiB chunked round trips 1.35-1.39 -> 1.19-1.22x the TCP echo; 4 MiB within the noise. Not for
-// normd: every gRPC thread's arena would keep 16 MiB after a burst (see above).
+// when it grows or trims (81 brk calls). Measured (bench/large_ab.sh, three A/Bs of eight
+// rounds): 64 MiB chunked round trips 1.35-1.39 -> 1.19-1.22x the TCP echo; 4 MiB within
+// the noise. Not for normd: every gRPC thread's arena would keep 16 MiB after a burst
+// (see above).
 void TuneProcessForLargeAnswers();
 
 }  // namespace normd
