@@ -21,6 +21,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "kernels/cpu/aligned_scratch.h"
+#include "kernels/cpu/narrow_rows-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
@@ -191,7 +192,7 @@ constexpr int64_t kGroupedStreamCols = 4096;
 // as the input's), and do not.
 constexpr int64_t kPrefetchBytes = 16 << 10;
 
-void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
+void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
   thread_local AlignedScratch scratch;
   // Short rows take their statistics kShortGroup at a time (below); rows in cache with a
@@ -289,6 +290,13 @@ void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin
     epilogue.one(src, cols, e, Offset(a.y.data, a.y.dtype, r * cols), p.stream);
   }
   if (p.stream) hwy::FlushStream();
+}
+
+void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
+  if (NarrowEligible(a, StatCols(a))) {
+    return PickNarrowRows(a, p)(a, p, row_begin, row_end, GeneralRows);
+  }
+  GeneralRows(a, p, row_begin, row_end);
 }
 
 void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* scale) {
