@@ -220,6 +220,17 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
 
   const RowSource source = SourceOf(a, a.h.present(), p.stream);
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
+  // A large f16/bf16 h goes out with non-temporal stores where its row is vector-aligned,
+  // as y does: a plain store first reads the line it fills (with x and skip read and y
+  // written, a quarter more traffic) and keeps it in L1 beside the row buffer, the weight
+  // and the bias. One
+  // thread, three alternating runs (BENCHMARKS.md, issue 16, twenty-first session): fused
+  // add+RMSNorm f16/bf16 4096x4096 28-32 -> 35-37.5 GB/s, 1024x65536 +7-15%, 16384x1024
+  // +3-10%; fused add+LayerNorm +2-15%.
+  const LoadRowFn load_streaming_h =
+      p.stream ? PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place, true)
+               : load;
+  const size_t h_align = hn::Lanes(D()) * ElementSize(t);
   const EpilogueFns epilogue = PickEpilogueStore(
       a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
   // Row r's statistics into `er` (its mean, scale and skip), its fp32 buffer `row`; returns
@@ -229,8 +240,10 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     const int64_t base = r * cols;
     const void* x = Offset(a.x.data, t, base);
     void* h = a.h.present() ? Offset(a.h.data, t, base) : nullptr;
-    const RowSums sums = load(x, add_then_norm ? Offset(a.skip.data, t, base) : nullptr,
-                              static_cast<float>(a.alpha), cols, row, stat_cols, h);
+    const RowSums sums =
+        (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0 ? load_streaming_h : load)(
+            x, add_then_norm ? Offset(a.skip.data, t, base) : nullptr, static_cast<float>(a.alpha),
+            cols, row, stat_cols, h);
     // The row as the later passes read it, and in fp32 where it is.
     const void* src = !source.in_place ? row : (add_then_norm ? h : x);
     Fp32Row fp32(source.typed ? nullptr : static_cast<const float*>(src), t, x, cols, row);

@@ -48,7 +48,7 @@ struct RowSums {
 // row is shorter than a vector): close to the row's mean, so c is small and exact.
 // !kBuf: nothing is written to buf (the later passes read a row without a residual add in
 // place, widening it again, and an f32 h: the store would only fill the cache).
-template <DType kT, Stat kStat, bool kSkip, bool kH, bool kBuf = true>
+template <DType kT, Stat kStat, bool kSkip, bool kH, bool kBuf = true, bool kStreamH = false>
 RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
                 void* h) {
   constexpr DType t = kT, ht = kT;
@@ -76,7 +76,11 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
   const V vk = hn::Set(d, out.shift);
   const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     const V v = value(i);
-    if constexpr (kH) StoreAs<ht>(d, v, Offset(h, ht, i));
+    if constexpr (kH && kStreamH) {
+      StreamAs<ht>(d, v, Offset(h, ht, i));
+    } else if constexpr (kH) {
+      StoreAs<ht>(d, v, Offset(h, ht, i));
+    }
     if constexpr (kBuf) hn::Store(v, d, buf + i);
     return v;
   };
@@ -155,39 +159,45 @@ using LoadRowFn = RowSums (*)(const void* x, const void* skip, float alpha, int6
                               int64_t m, void* h);
 
 template <DType kT, Stat kStat>
-LoadRowFn PickLoadRow(bool skip, bool h, bool buf) {
+LoadRowFn PickLoadRow(bool skip, bool h, bool buf, bool stream_h) {
   if (!skip) {
     return buf ? &LoadRow<kT, kStat, false, false> : &LoadRow<kT, kStat, false, false, false>;
   }
   if (!h) return &LoadRow<kT, kStat, true, false>;
-  return buf ? &LoadRow<kT, kStat, true, true> : &LoadRow<kT, kStat, true, true, false>;
+  if (!buf) return &LoadRow<kT, kStat, true, true, false>;
+  // f32 rows read their h back (no buf), so only f16/bf16 stream it.
+  if constexpr (kT != DType::kF32) {
+    if (stream_h) return &LoadRow<kT, kStat, true, true, true, true>;
+  }
+  return &LoadRow<kT, kStat, true, true>;
 }
 
 template <DType kT>
-LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf) {
+LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf, bool stream_h) {
   switch (stat) {
     case Stat::kNone:
-      return PickLoadRow<kT, Stat::kNone>(skip, h, buf);
+      return PickLoadRow<kT, Stat::kNone>(skip, h, buf, stream_h);
     case Stat::kSum:
-      return PickLoadRow<kT, Stat::kSum>(skip, h, buf);
+      return PickLoadRow<kT, Stat::kSum>(skip, h, buf, stream_h);
     case Stat::kSumOfSquares:
-      return PickLoadRow<kT, Stat::kSumOfSquares>(skip, h, buf);
+      return PickLoadRow<kT, Stat::kSumOfSquares>(skip, h, buf, stream_h);
     case Stat::kMoments:
-      return PickLoadRow<kT, Stat::kMoments>(skip, h, buf);
+      return PickLoadRow<kT, Stat::kMoments>(skip, h, buf, stream_h);
   }
   return nullptr;
 }
 
 // `buf` false: LoadRow writes nothing to buf (REQUIRES: no skip, or f32 with an h; the
 // caller reads x or h).
-inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h, bool buf = true) {
+inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h, bool buf = true,
+                             bool stream_h = false) {
   switch (t) {
     case DType::kF32:
-      return PickLoadRow<DType::kF32>(stat, skip, h, buf);
+      return PickLoadRow<DType::kF32>(stat, skip, h, buf, stream_h);
     case DType::kF16:
-      return PickLoadRow<DType::kF16>(stat, skip, h, buf);
+      return PickLoadRow<DType::kF16>(stat, skip, h, buf, stream_h);
     case DType::kBF16:
-      return PickLoadRow<DType::kBF16>(stat, skip, h, buf);
+      return PickLoadRow<DType::kBF16>(stat, skip, h, buf, stream_h);
   }
   return nullptr;
 }

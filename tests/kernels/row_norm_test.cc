@@ -306,8 +306,9 @@ TEST(RowNormBatchTest, SegmentsAreBitIdenticalToSeparateRuns) {
 // writes a head up to the first aligned element and streams from there. An output at any
 // offset (a protobuf string's data is 16-byte aligned, not 64) must give the same bytes as
 // plain stores, on every target (SSE4's four-lane f16/bf16 stores once faulted), from
-// every input dtype. (An aligned load
-// of the row buffer at the head's odd offset once crashed normd on a single 128 MiB request.)
+// every input dtype; so must a residual add's h, streamed (f16/bf16) where its row is
+// vector-aligned. (An aligned load of the row buffer at the head's odd offset once crashed
+// normd on a single 128 MiB request.)
 TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   ForEachTarget([] {
     std::mt19937_64 rng(7);
@@ -329,32 +330,46 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
         const DType in_t = io.first, out_t = io.second;
         for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
           for (bool affine : {false, true}) {
-            Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
-            Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
-            Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
-            const size_t esize = ElementSize(out_t);
-            for (size_t offset = 0; offset < 64 / esize; ++offset) {
-              std::vector<unsigned char> plain((rows * cols + 64) * esize), streamed(plain.size());
-              auto args = [&](std::vector<unsigned char>& into) {
-                RowNormArgs a;
-                a.kind = kind;
-                a.rows = rows;
-                a.cols = cols;
-                a.x = x.view();
-                if (affine) {
-                  a.weight = w.view();
-                  a.bias = b.view();
-                }
-                a.y = {out_t, into.data() + offset * esize, rows * cols};
-                return a;
-              };
-              CpuBackendOptions never, always;
-              never.stream_bytes = int64_t{1} << 60;
-              always.stream_bytes = 0;
-              ASSERT_TRUE(CpuBackend(never).RowNorm(args(plain)).ok());
-              ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed)).ok());
-              ASSERT_EQ(plain, streamed)
-                  << static_cast<int>(out_t) << " offset " << offset << " cols " << cols;
+            // With a residual added, h streams too where its row is aligned (f16/bf16).
+            for (bool add : {false, true}) {
+              Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
+              Buffer skip = Buffer::Of(in_t, RandomValues(rng, rows * cols));
+              Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
+              Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
+              const size_t esize = ElementSize(out_t), hsize = ElementSize(in_t);
+              for (size_t offset = 0; offset < 64 / esize; ++offset) {
+                std::vector<unsigned char> plain((rows * cols + 64) * esize),
+                    streamed(plain.size());
+                std::vector<unsigned char> plain_h((rows * cols + 64) * hsize),
+                    streamed_h(plain_h.size());
+                auto args = [&](std::vector<unsigned char>& into, std::vector<unsigned char>& h) {
+                  RowNormArgs a;
+                  a.kind = kind;
+                  a.rows = rows;
+                  a.cols = cols;
+                  a.x = x.view();
+                  if (affine) {
+                    a.weight = w.view();
+                    a.bias = b.view();
+                  }
+                  if (add) {
+                    a.residual = ResidualPlacement::kAddThenNorm;
+                    a.skip = skip.view();
+                    a.h = {in_t, h.data() + (offset % (64 / hsize)) * hsize, rows * cols};
+                  }
+                  a.y = {out_t, into.data() + offset * esize, rows * cols};
+                  return a;
+                };
+                CpuBackendOptions never, always;
+                never.stream_bytes = int64_t{1} << 60;
+                always.stream_bytes = 0;
+                ASSERT_TRUE(CpuBackend(never).RowNorm(args(plain, plain_h)).ok());
+                ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed, streamed_h)).ok());
+                ASSERT_EQ(plain, streamed)
+                    << static_cast<int>(out_t) << " offset " << offset << " cols " << cols;
+                ASSERT_EQ(plain_h, streamed_h)
+                    << static_cast<int>(out_t) << " h offset " << offset << " cols " << cols;
+              }
             }
           }
         }
