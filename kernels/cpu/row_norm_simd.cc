@@ -223,10 +223,10 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // A large f16/bf16 h goes out with non-temporal stores where its row is vector-aligned,
   // as y does: a plain store first reads the line it fills (with x and skip read and y
   // written, a quarter more traffic) and keeps it in L1 beside the row buffer, the weight
-  // and the bias. One
-  // thread, three alternating runs (BENCHMARKS.md, issue 16, twenty-first session): fused
-  // add+RMSNorm f16/bf16 4096x4096 28-32 -> 35-37.5 GB/s, 1024x65536 +7-15%, 16384x1024
-  // +3-10%; fused add+LayerNorm +2-15%.
+  // and the bias. One thread, three alternating runs (BENCHMARKS.md, issue 16,
+  // twenty-first session): fused add+RMSNorm f16/bf16 4096x4096 28-32 -> 35-37.5 GB/s,
+  // 1024x65536 26-29 -> 30-32, 16384x1024 +2-17%; fused add+LayerNorm 4096x4096 and
+  // 1024x65536 +2-15%, 16384x1024 unchanged.
   const LoadRowFn load_streaming_h =
       p.stream ? PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place, true)
                : load;
