@@ -130,6 +130,34 @@ TEST(NarrowRowsTest, SameBitsAsTheGeneralPasses) {
   });
 }
 
+// Large outputs stream where the output is vector-aligned (every row then is), else take
+// plain stores: the same bytes at every offset, on every target.
+TEST(NarrowRowsTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(17);
+    const int64_t rows = 9, cols = 128;
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      const Buffer x = Buffer::Of(t, RandomValues(rng, rows * cols, 0.25f, 1.5f));
+      const Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.3f));
+      const Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols, 0, 0.3f));
+      const size_t esize = ElementSize(t);
+      for (size_t offset = 0; offset < 64 / esize; ++offset) {
+        std::vector<unsigned char> plain((rows * cols + 64) * esize), streamed(plain.size());
+        Buffer unused;
+        RowNormArgs a = ArgsOf(NarrowConfigs()[2], rows, cols, x, w, b, unused);  // weight, bias
+        CpuBackendOptions never, always;
+        never.stream_bytes = int64_t{1} << 60;
+        always.stream_bytes = 0;
+        a.y = {t, plain.data() + offset * esize, rows * cols};
+        ASSERT_TRUE(CpuBackend(never).RowNorm(a).ok());
+        a.y = {t, streamed.data() + offset * esize, rows * cols};
+        ASSERT_TRUE(CpuBackend(always).RowNorm(a).ok());
+        ASSERT_EQ(plain, streamed) << DTypeName(t) << " offset " << offset;
+      }
+    }
+  });
+}
+
 TEST(NarrowRowsTest, MatchesReferenceOnAdversarialRows) {
   ForEachTarget([] {
     std::mt19937_64 rng(13);
