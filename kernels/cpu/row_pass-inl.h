@@ -48,6 +48,7 @@ struct RowSums {
 // row is shorter than a vector): close to the row's mean, so c is small and exact.
 // !kBuf: nothing is written to buf (the later passes read a row without a residual add in
 // place, widening it again, and an f32 h: the store would only fill the cache).
+// kStreamH: h goes out with non-temporal stores (REQUIRES: h's row vector-aligned).
 template <DType kT, Stat kStat, bool kSkip, bool kH, bool kBuf = true, bool kStreamH = false>
 RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* buf, int64_t m,
                 void* h) {
@@ -189,6 +190,7 @@ LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf, bool stream_h) {
 
 // `buf` false: LoadRow writes nothing to buf (REQUIRES: no skip, or f32 with an h; the
 // caller reads x or h).
+// `stream_h`: an f16/bf16 h streams (REQUIRES: h's rows vector-aligned); f32 ignores it.
 inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h, bool buf = true,
                              bool stream_h = false) {
   switch (t) {
