@@ -40,11 +40,14 @@ struct Epilogue {
 };
 
 // One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
-// given (ignored when absent), the skip read as kIn at `sk`.
-template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+// given (ignored when absent), the skip read as kIn at `sk`: added last (kS) or, kR, to x
+// first, forming h = alpha * skip + x again with LoadRow's FMA (the same fp32 bits).
+template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false>
 HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V valpha,
                            const void* sk) {
-  V v = hn::MulAdd(hn::Sub(LoadAs<kSrc>(d, x), vhi), vs, vlos);
+  V v = LoadAs<kSrc>(d, x);
+  if constexpr (kR) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
+  v = hn::MulAdd(hn::Sub(v, vhi), vs, vlos);
   if constexpr (kCast) v = RoundTo(d, kIn, v);
   if constexpr (kW && kB) {
     v = hn::MulAdd(v, w, b);  // one rounding where there were two
@@ -67,8 +70,9 @@ HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V 
 // a bias or residual cancels, and the cast_before_weight intermediate's neighbour.
 // `stream`: the vector-aligned middle of `out` is written with non-temporal stores. The row
 // is read from `src` as kSrc: the fp32 buffer or f32 row (F32), or the f16/bf16 input in
-// place (kIn), widened again here rather than stored widened and loaded back.
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+// place (kIn), widened again here rather than stored widened and loaded back; kR: with
+// e.skip added to it first (a residual add's h formed again from x and skip in cache).
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false>
 void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
   constexpr DType t = kOut;
   const D d;
@@ -87,7 +91,7 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
       __attribute__((always_inline)) {
     // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
     // row in place (RowSource), x is not vector-aligned.
-    return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(
+    return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS, kR>(
         d, x, vhi, vs, vlos, kW ? hn::LoadU(d, w) : hn::Zero(d), kB ? hn::LoadU(d, b) : hn::Zero(d),
         valpha, sk);
   };
@@ -101,7 +105,7 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
     if (i < scount) hwy::Prefetch(pskip + i * psize);
     // No arithmetic on an absent (null) parameter: UB even when never read.
     return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
-                   kS ? Offset(skip, kIn, i) : nullptr);
+                   kS || kR ? Offset(skip, kIn, i) : nullptr);
   };
   const size_t esize = ElementSize(t);
   // A partial vector: the row, parameters and skip from zero-padded copies (the caller's
@@ -113,7 +117,7 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
     std::memcpy(tx, Offset(src, kSrc, i), static_cast<size_t>(count) * ElementSize(kSrc));
     if constexpr (kW) std::memcpy(tw, weight + i, floats);
     if constexpr (kB) std::memcpy(tb, bias + i, floats);
-    if constexpr (kS) {
+    if constexpr (kS || kR) {
       std::memcpy(ts, Offset(skip, kIn, i), static_cast<size_t>(count) * ElementSize(kIn));
     }
     StoreAs<t>(d, compute(tx, tw, tb, ts), part);
@@ -229,30 +233,49 @@ EpilogueFns PickEpilogueStore(bool cast, bool w, bool b, bool s) {
   }
 }
 
+// The one-row epilogue that forms h again (kR) from the f16/bf16 input and skip; rows
+// taking it are large and never paired.
+template <DType kOut, DType kIn>
+EpilogueStoreFn PickReformEpilogue(bool w, bool b) {
+  constexpr DType s = kIn;
+  if (w) {
+    return b ? &EpilogueStore<kOut, kIn, s, false, true, true, false, true>
+             : &EpilogueStore<kOut, kIn, s, false, true, false, false, true>;
+  }
+  return b ? &EpilogueStore<kOut, kIn, s, false, false, true, false, true>
+           : &EpilogueStore<kOut, kIn, s, false, false, false, false, true>;
+}
+
 // `src_in`: the row is read as the input's dtype (f16/bf16 in place), else as fp32.
+// `reform`: (f16/bf16, no cast, no skip added last) the row is the input plus alpha * skip,
+// formed again; only the one-row form.
 template <DType kOut>
-EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s) {
+EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s,
+                              bool reform) {
   switch (in) {
     case DType::kF32:
       return PickEpilogueStore<kOut, DType::kF32, DType::kF32>(false, w, b, s);
     case DType::kF16:
+      if (reform) return {PickReformEpilogue<kOut, DType::kF16>(w, b), nullptr};
       return src_in ? PickEpilogueStore<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
                     : PickEpilogueStore<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
     case DType::kBF16:
+      if (reform) return {PickReformEpilogue<kOut, DType::kBF16>(w, b), nullptr};
       return src_in ? PickEpilogueStore<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
                     : PickEpilogueStore<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
   }
   return {};
 }
 
-EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b, bool s) {
+EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b, bool s,
+                              bool reform = false) {
   switch (out) {
     case DType::kF32:
-      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s);
+      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s, reform);
     case DType::kF16:
-      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s);
+      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s, reform);
     case DType::kBF16:
-      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s);
+      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s, reform);
   }
   return {};
 }

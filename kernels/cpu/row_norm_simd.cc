@@ -81,28 +81,46 @@ void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* ds
 // large f16/bf16 row without a residual add is too, widened again by the epilogue: that
 // saves a store stream where memory is the limit (RMSNorm bf16 at 4096x4096 0.66-0.74 ->
 // 0.80-0.84 of memcpy), while in cache the second widening costs more than the buffer
-// (L2Norm bf16 at 1x4096 10% slower). Everything else goes through the fp32 buffer.
+// (L2Norm bf16 at 1x4096 10% slower). So is a large f16/bf16 row with a residual added,
+// from kReformCols columns: the epilogue forms h = x + alpha * skip again from x and skip,
+// which LoadRow has just brought into the cache, rather than reading a 16 KiB fp32 buffer
+// (at 4096 columns) that crowds them out of L1. One thread, four alternating rounds
+// (BENCHMARKS.md, issue 16, twenty-second session): fused add+RMSNorm f16/bf16 4096x4096
+// 37-38 -> 42-43 GB/s and 1024x65536 31-33 -> 43; fused add+LayerNorm f16 4096x4096
+// 26.4 -> 30.7 and 1024x65536 26 -> 37, bf16 1024x65536 28 -> 31, bf16 4096x4096 unchanged.
+// At 1024 columns, where the buffer stays in L1, the second widening cost bf16 27-43%
+// (twenty-first session). Everything else goes through the fp32 buffer.
+constexpr int64_t kReformCols = 4096;
 struct RowSource {
   bool in_place;  // LoadRow writes no buffer
   bool typed;     // the epilogue reads the f16/bf16 input (else fp32)
+  bool reform;    // ... and the skip, forming h = x + alpha * skip again
 };
 RowSource SourceOf(const RowNormArgs& a, bool h, bool large) {
   const bool add = a.residual == ResidualPlacement::kAddThenNorm;
   const bool f32 = a.x.dtype == DType::kF32;
-  const bool typed = !add && !f32 && large;
-  return {(!add && f32) || (add && f32 && h) || typed, typed};
+  const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight;
+  const bool reform = add && !f32 && large && !cast && a.cols >= kReformCols;
+  const bool typed = (!add && !f32 && large) || reform;
+  return {(!add && f32) || (add && f32 && h) || typed, typed, reform};
 }
 
 // The row in fp32 for the statistics' rare second passes (a shift far from the mean,
-// squares beyond fp32's range): the fp32 row when there is one, else the input widened
-// into `scratch` on first use.
+// squares beyond fp32's range): the fp32 row when there is one, else the input (plus
+// alpha * skip where the epilogue forms h again) widened into `scratch` on first use.
 class Fp32Row {
  public:
-  Fp32Row(const float* f32, DType t, const void* x, int64_t n, float* scratch)
-      : f32_(f32), t_(t), x_(x), n_(n), scratch_(scratch) {}
+  Fp32Row(const float* f32, DType t, const void* x, int64_t n, float* scratch,
+          const void* skip = nullptr, float alpha = 0)
+      : f32_(f32), t_(t), x_(x), n_(n), scratch_(scratch), skip_(skip), alpha_(alpha) {}
   const float* get() {
     if (f32_ == nullptr) {
-      WidenToF32Impl(t_, x_, n_, 0.0f, scratch_);
+      if (skip_ != nullptr) {
+        PickLoadRow(t_, Stat::kNone, /*skip=*/true, /*h=*/false)(x_, skip_, alpha_, n_, scratch_, 0,
+                                                                 nullptr);
+      } else {
+        WidenToF32Impl(t_, x_, n_, 0.0f, scratch_);
+      }
       f32_ = scratch_;
     }
     return f32_;
@@ -114,6 +132,8 @@ class Fp32Row {
   const void* x_;
   int64_t n_;
   float* scratch_;
+  const void* skip_;
+  float alpha_;
 };
 
 // The sum of squares LoadRow returned, redone in double when fp32 could not hold it.
@@ -231,8 +251,9 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       p.stream ? PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place, true)
                : load;
   const size_t h_align = hn::Lanes(D()) * ElementSize(t);
-  const EpilogueFns epilogue = PickEpilogueStore(
-      a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr, norm_then_add);
+  const EpilogueFns epilogue =
+      PickEpilogueStore(a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr,
+                        norm_then_add, source.reform);
   // Row r's statistics into `er` (its mean, scale and skip), its fp32 buffer `row`; returns
   // where its epilogue reads it.
   const auto stats = [&](int64_t r, float* row, Epilogue* er) HWY_ATTR
@@ -240,19 +261,21 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     const int64_t base = r * cols;
     const void* x = Offset(a.x.data, t, base);
     void* h = a.h.present() ? Offset(a.h.data, t, base) : nullptr;
+    const void* skip = add_then_norm ? Offset(a.skip.data, t, base) : nullptr;
     const RowSums sums =
         (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0 ? load_streaming_h : load)(
-            x, add_then_norm ? Offset(a.skip.data, t, base) : nullptr, static_cast<float>(a.alpha),
-            cols, row, stat_cols, h);
+            x, skip, static_cast<float>(a.alpha), cols, row, stat_cols, h);
     // The row as the later passes read it, and in fp32 where it is.
-    const void* src = !source.in_place ? row : (add_then_norm ? h : x);
-    Fp32Row fp32(source.typed ? nullptr : static_cast<const float*>(src), t, x, cols, row);
+    const void* src = !source.in_place ? row : (add_then_norm && !source.reform ? h : x);
+    Fp32Row fp32(source.typed ? nullptr : static_cast<const float*>(src), t, x, cols, row,
+                 source.reform ? skip : nullptr, static_cast<float>(a.alpha));
     double mean, scale;
     RowStats(a, fp32, sums, stat_cols, &mean, &scale);
     er->hi = static_cast<float>(mean);
     er->lo = static_cast<float>(mean - er->hi);
     er->scale = static_cast<float>(scale);
     if (norm_then_add) er->skip = Offset(a.skip.data, t, base);
+    if (source.reform) er->skip = skip;
     return src;
   };
   // Rows in cache with a weight and a bias go in pairs, sharing each parameter vector's
@@ -322,12 +345,12 @@ void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* sc
   // tests the in-place path's rare second passes), with no h to write.
   const RowSource source = SourceOf(a, /*h=*/false, /*large=*/true);
   const void* x = Offset(a.x.data, t, r * cols);
+  const void* skip = add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr;
   const RowSums sums = PickLoadRow(t, StatOf(a), add_then_norm, false, !source.in_place)(
-      x, add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr, static_cast<float>(a.alpha),
-      cols, row.get(), stat_cols, nullptr);
+      x, skip, static_cast<float>(a.alpha), cols, row.get(), stat_cols, nullptr);
   Fp32Row fp32(
       source.typed ? nullptr : (source.in_place ? static_cast<const float*>(x) : row.get()), t, x,
-      cols, row.get());
+      cols, row.get(), source.reform ? skip : nullptr, static_cast<float>(a.alpha));
   RowStats(a, fp32, sums, stat_cols, mean, scale);
 }
 

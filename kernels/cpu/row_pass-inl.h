@@ -164,12 +164,16 @@ LoadRowFn PickLoadRow(bool skip, bool h, bool buf, bool stream_h) {
   if (!skip) {
     return buf ? &LoadRow<kT, kStat, false, false> : &LoadRow<kT, kStat, false, false, false>;
   }
-  if (!h) return &LoadRow<kT, kStat, true, false>;
-  if (!buf) return &LoadRow<kT, kStat, true, true, false>;
-  // f32 rows read their h back (no buf), so only f16/bf16 stream it.
+  if (!h) return buf ? &LoadRow<kT, kStat, true, false> : &LoadRow<kT, kStat, true, false, false>;
+  // f32 rows read their h back (no buf), so only f16/bf16 stream it; without a buffer
+  // their epilogue forms h again from x and skip.
   if constexpr (kT != DType::kF32) {
-    if (stream_h) return &LoadRow<kT, kStat, true, true, true, true>;
+    if (stream_h) {
+      return buf ? &LoadRow<kT, kStat, true, true, true, true>
+                 : &LoadRow<kT, kStat, true, true, false, true>;
+    }
   }
+  if (!buf) return &LoadRow<kT, kStat, true, true, false>;
   return &LoadRow<kT, kStat, true, true>;
 }
 
@@ -188,8 +192,8 @@ LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf, bool stream_h) {
   return nullptr;
 }
 
-// `buf` false: LoadRow writes nothing to buf (REQUIRES: no skip, or f32 with an h; the
-// caller reads x or h).
+// `buf` false: LoadRow writes nothing to buf (the caller reads x, an f32 h, or x and skip
+// to form h again).
 // `stream_h`: an f16/bf16 h streams (REQUIRES: h's rows vector-aligned); f32 ignores it.
 inline LoadRowFn PickLoadRow(DType t, Stat stat, bool skip, bool h, bool buf = true,
                              bool stream_h = false) {

@@ -92,11 +92,19 @@ void CheckRowNorm(const Config& cfg, DType dtype, int64_t rows, int64_t cols,
   a.y = y.view_mut();
   if (cfg.residual == ResidualPlacement::kAddThenNorm) a.h = h.view_mut();
 
-  CpuBackend cpu;
-  ASSERT_TRUE(cpu.RowNorm(a).ok());
   const reference::RowNormResult ref = reference::RowNorm(a);
-  ExpectAllMatch(y, ref.y, what + " y", ref.magnitude, ref.y_alt);
-  if (a.h.present()) ExpectAllMatch(h, ref.h, what + " h");
+  // Outputs in cache and outputs streamed past it: a large row reads its source another
+  // way (RowSource: f16/bf16 in place, and with a residual from 4096 columns h formed again
+  // from x and skip), so both are held to the reference.
+  CpuBackendOptions in_cache, streamed;
+  in_cache.stream_bytes = int64_t{1} << 60;
+  streamed.stream_bytes = 0;
+  for (const CpuBackendOptions& options : {in_cache, streamed}) {
+    const std::string how = options.stream_bytes == 0 ? " streamed" : "";
+    ASSERT_TRUE(CpuBackend(options).RowNorm(a).ok());
+    ExpectAllMatch(y, ref.y, what + how + " y", ref.magnitude, ref.y_alt);
+    if (a.h.present()) ExpectAllMatch(h, ref.h, what + how + " h");
+  }
 }
 
 class RowNormTest : public ::testing::TestWithParam<std::tuple<Config, DType>> {};
@@ -315,9 +323,10 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
     // Six rows: large f16/bf16 rows without a residual take their statistics four at a time
     // (a group and two single rows), where plain stores take them one by one. 1000 columns
     // (not a multiple of any vector width) start each row at another alignment; 1024 start
-    // every row where the first does.
+    // every row where the first does. From 4096 columns a large f16/bf16 row with a residual
+    // forms h again in its epilogue, where plain stores read the fp32 row buffer.
     const int64_t rows = 6;
-    for (const int64_t cols : {1000, 1024}) {
+    for (const int64_t cols : {1000, 1024, 4100}) {
       // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
       // buffer: the same bytes either way.
       for (const auto& io : {std::pair{DType::kF32, DType::kF32},

@@ -126,20 +126,51 @@ TEST(RowStatisticsTest, SquaresOutsideFp32RangeAreRedoneInDouble) {
   });
 }
 
+// With a residual added the statistics are h's, h = x + alpha * skip. A large f16/bf16 row
+// keeps no fp32 copy of h from 4096 columns (its epilogue forms h again), so the rare second
+// passes widen x and skip again: rows whose first block is far from the rest (LayerNorm's
+// centred pass) and rows whose squares leave fp32's range (redone in double) take them.
 TEST(RowStatisticsTest, KernelMeetsItWithAResidualAdded) {
   ForEachTarget([] {
     std::mt19937_64 rng(4);
-    const int64_t cols = 4097;
-    const Buffer x = Buffer::Of(DType::kBF16, RandomValues(rng, cols, 1e3f, 1.0f));
-    const Buffer skip = Buffer::Of(DType::kBF16, RandomValues(rng, cols, -1e3f, 1.0f));
-    for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
-      RowNormArgs a = Args(kind, x, cols);
-      a.residual = ResidualPlacement::kAddThenNorm;
-      a.skip = skip.view();
-      a.alpha = 1.0;
-      double mean, scale;
-      cpu::RowStatistics(a, 0, &mean, &scale);
-      EXPECT_EQ(StatisticsError(a, 0, mean, scale), "") << static_cast<int>(kind);
+    struct Case {
+      std::string name;
+      std::vector<float> x, skip;
+      double eps;
+    };
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (int64_t cols : {1000, 4097, 65536}) {
+        std::vector<Case> cases;
+        // x's offset cancelled by skip's (alpha 0.5).
+        cases.push_back({"x 1e3, skip -2e3", RandomValues(rng, cols, 1e3f, 1.0f),
+                         RandomValues(rng, cols, -2e3f, 1.0f), -1});
+        std::vector<float> jump = RandomValues(rng, cols, 1e3f, 1.0f);
+        for (int64_t i = 0; i < 256; ++i) jump[i] += 3e3f;
+        cases.push_back(
+            {"first 256 elements of x 3e3 off", jump, RandomValues(rng, cols, -2e3f, 1.0f), -1});
+        if (t != DType::kF16) {  // F16 cannot hold these
+          for (float sd : {1e20f, 3e-20f}) {
+            cases.push_back({absl::StrCat("x and skip sd ", sd), RandomValues(rng, cols, 0, sd),
+                             RandomValues(rng, cols, 0, sd), 0});
+          }
+        }
+        for (const Case& c : cases) {
+          const Buffer x = Buffer::Of(t, c.x);
+          const Buffer skip = Buffer::Of(t, c.skip);
+          for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+            RowNormArgs a = Args(kind, x, cols);
+            a.residual = ResidualPlacement::kAddThenNorm;
+            a.skip = skip.view();
+            a.alpha = 0.5;
+            if (c.eps >= 0) a.eps = c.eps;
+            double mean, scale;
+            cpu::RowStatistics(a, 0, &mean, &scale);
+            EXPECT_EQ(StatisticsError(a, 0, mean, scale), "")
+                << c.name << ", " << DTypeName(t) << ", " << cols << " columns, kind "
+                << static_cast<int>(kind);
+          }
+        }
+      }
     }
   });
 }
