@@ -30,7 +30,8 @@ struct Epilogue {
   float alpha = 1;
   // The next row's input, its first `prefetch_count` elements fetched into the cache while
   // this one is computed and stored (nullptr: none), `prefetch_size` bytes an element; and
-  // all of the next row's residual (nullptr: none). (A count field for the residual, making
+  // the next row's residual (nullptr: none): all of it where it is added last (kS), else
+  // (h formed again, kR) as much as of the input. (A count field for the residual, making
   // this struct 96 bytes, halved QK-norm f16/bf16 at 4096x32x128, whose short rows copy it
   // four times a group; why, the profile did not show: RowStats' share doubled.)
   const char* prefetch = nullptr;
@@ -99,7 +100,7 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
   const int64_t psize = e.prefetch_size;
   const int64_t pcount = prefetch != nullptr ? e.prefetch_count : 0;
   const char* pskip = e.prefetch_skip;
-  const int64_t scount = pskip != nullptr ? n : 0;
+  const int64_t scount = pskip != nullptr ? (kS ? n : pcount) : 0;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     if (i < pcount) hwy::Prefetch(prefetch + i * psize);
     if (i < scount) hwy::Prefetch(pskip + i * psize);

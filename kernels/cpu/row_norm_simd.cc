@@ -209,7 +209,11 @@ constexpr int64_t kGroupedStreamCols = 4096;
 // runs: 4096x4096 0.36-0.51 -> 0.59-0.80 of memcpy, 1024x65536 0.46-0.55 -> 0.60-0.78,
 // 16384x1024 unchanged within its spread (0.55-0.81 -> 0.51-0.85). The fused adds, whose
 // statistics read the residual, ran 0-10% slower with its next row prefetched too (capped
-// as the input's), and do not.
+// as the input's) while they kept an fp32 row buffer; without it (h formed again, from
+// kReformCols columns) they prefetch it, capped: one thread, three alternating rounds
+// (twenty-second session), 4096x4096 fused add+RMSNorm f16/bf16 40-41 -> 55-56 GB/s,
+// fused add+LayerNorm f16 29.5 -> 39, bf16 25.6 -> 39; 1024x65536 unchanged (all of the
+// row instead: 7-9% slower there, but for LayerNorm bf16).
 constexpr int64_t kPrefetchBytes = 16 << 10;
 
 void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
@@ -319,7 +323,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     e.prefetch = p.stream && r + 1 < row_end
                      ? static_cast<const char*>(Offset(a.x.data, t, (r + 1) * cols))
                      : nullptr;
-    e.prefetch_skip = e.prefetch != nullptr && norm_then_add
+    e.prefetch_skip = e.prefetch != nullptr && (norm_then_add || source.reform)
                           ? static_cast<const char*>(Offset(a.skip.data, t, (r + 1) * cols))
                           : nullptr;
     const void* src = stats(r, rows2, &e);
