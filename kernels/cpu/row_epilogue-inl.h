@@ -11,6 +11,8 @@
 #define NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_
 #endif
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "hwy/cache_control.h"
@@ -43,12 +45,17 @@ struct Epilogue {
 // One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
 // given (ignored when absent), the skip read as kIn at `sk`: added last (kS) or, kR, to x
 // first, forming h = alpha * skip + x again with LoadRow's FMA (the same fp32 bits).
-template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false>
+template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false,
+          bool kM = true>
 HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V valpha,
                            const void* sk) {
   V v = LoadAs<kSrc>(d, x);
   if constexpr (kR) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
-  v = hn::MulAdd(hn::Sub(v, vhi), vs, vlos);
+  if constexpr (kM) {
+    v = hn::MulAdd(hn::Sub(v, vhi), vs, vlos);
+  } else {  // no mean (NoMean): the same bits, (v - +0) * s + -0 being v * s
+    v = hn::Mul(v, vs);
+  }
   if constexpr (kCast) v = RoundTo(d, kIn, v);
   if constexpr (kW && kB) {
     v = hn::MulAdd(v, w, b);  // one rounding where there were two
@@ -73,8 +80,10 @@ HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V 
 // is read from `src` as kSrc: the fp32 buffer or f32 row (F32), or the f16/bf16 input in
 // place (kIn), widened again here rather than stored widened and loaded back; kR: with
 // e.skip added to it first (a residual add's h formed again from x and skip in cache).
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false>
-void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
+// !kM: the row has no mean (NoMean), x * scale. EpilogueStore picks kM.
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR,
+          bool kM>
+HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
   constexpr DType t = kOut;
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -92,7 +101,7 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
       __attribute__((always_inline)) {
     // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
     // row in place (RowSource), x is not vector-aligned.
-    return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS, kR>(
+    return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS, kR, kM>(
         d, x, vhi, vs, vlos, kW ? hn::LoadU(d, w) : hn::Zero(d), kB ? hn::LoadU(d, b) : hn::Zero(d),
         valpha, sk);
   };
@@ -102,8 +111,6 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
   const char* pskip = e.prefetch_skip;
   const int64_t scount = pskip != nullptr ? (kS ? n : pcount) : 0;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    if (i < pcount) hwy::Prefetch(prefetch + i * psize);
-    if (i < scount) hwy::Prefetch(pskip + i * psize);
     // No arithmetic on an absent (null) parameter: UB even when never read.
     return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
                    kS || kR ? Offset(skip, kIn, i) : nullptr);
@@ -124,17 +131,76 @@ void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, boo
     StoreAs<t>(d, compute(tx, tw, tb, ts), part);
     std::memcpy(Offset(out, t, i), part, static_cast<size_t>(count) * esize);
   };
+  // The vectors that prefetch come first, so that the rest run without the checks. A bf16
+  // row read in place prefetches a cache line a step (two vectors), the others a vector a
+  // step. Alternating runs (BENCHMARKS.md, issue 16, twenty-third session): a line a step
+  // took LayerNorm then add bf16 at 16384x1024 from 0.55 to 0.67-0.69 of memcpy and fused
+  // add+LayerNorm bf16 at 4096x4096 from 0.78-0.80 to 0.88-0.94, but slowed the same f16
+  // rows at 4096x4096 by 15-25%, for reasons the profile did not show.
+  constexpr bool kLines = kSrc == DType::kBF16;
+  const int64_t fetch_end = std::max(pcount, scount);
+  const auto fetch = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    if (i < pcount) hwy::Prefetch(prefetch + i * psize);
+    if (i < scount) hwy::Prefetch(pskip + i * psize);
+  };
+  // From vector i, the vectors that prefetch, stored by `put`; returns where they end.
+  const auto fetching = [&](int64_t i, const auto& put) HWY_ATTR __attribute__((always_inline)) {
+    if constexpr (kLines) {
+      const int64_t step = std::max<int64_t>(N, 64 / sizeof(uint16_t));
+      for (; i + step <= n && i < fetch_end; i += step) {
+        fetch(i);
+        for (int64_t j = i; j < i + step; j += N) put(j);
+      }
+    } else {
+      for (; i + N <= n && i < fetch_end; i += N) {
+        fetch(i);
+        put(i);
+      }
+    }
+    return i;
+  };
+  const auto stream_at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    StreamAs<t>(d, at(i), Offset(out, t, i));
+  };
+  const auto store_at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    StoreAs<t>(d, at(i), Offset(out, t, i));
+  };
   int64_t i = 0;
   const int64_t head = stream ? StreamHead(out, esize, N, n) : -1;
   if (head >= 0) {
     if (head > 0) tail(0, head);
-    for (i = head; i + N <= n; i += N) StreamAs<t>(d, at(i), Offset(out, t, i));
+    for (i = fetching(head, stream_at); i + N <= n; i += N) stream_at(i);
   }
-  for (; i + N <= n; i += N) StoreAs<t>(d, at(i), Offset(out, t, i));
+  for (i = fetching(i, store_at); i + N <= n; i += N) store_at(i);
   if (i < n) tail(i, n - i);
   (void)weight;
   (void)bias;
   (void)skip;
+}
+
+// Whether a row's epilogue has no mean to subtract: hi +0 and -(lo * scale) -0 (RMSNorm and
+// L2, or a zero mean), where (v - hi) * scale + -(lo * scale) is v * scale to the bit, signed
+// zeros included, and one multiply does for a subtraction and an FMA.
+// Measured in cache (BENCHMARKS.md, issue 16, twenty-third session, one thread, 8x4096):
+// RMSNorm f16/bf16 +27-43%, L2 +40-60%, fused add+RMSNorm f16/bf16 +6-18%; f32 RMSNorm
+// +1-7%; memory-bound rows within their spread.
+inline bool NoMean(const Epilogue& e) {
+  const float los = -(e.lo * e.scale);
+  uint32_t hi_bits, los_bits;
+  std::memcpy(&hi_bits, &e.hi, sizeof hi_bits);
+  std::memcpy(&los_bits, &los, sizeof los_bits);
+  return hi_bits == 0 && los_bits == 0x80000000u;
+}
+
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false>
+void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
+  // RMSNorm and L2 have no bias: rows with one (LayerNorm) do without the second copy.
+  if constexpr (!kB) {
+    if (NoMean(e)) {
+      return EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, false>(src, n, e, out, stream);
+    }
+  }
+  EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, true>(src, n, e, out, stream);
 }
 
 using EpilogueStoreFn = void (*)(const void* src, int64_t n, const Epilogue& e, void* out,
