@@ -134,9 +134,10 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   // The vectors that prefetch come first, so that the rest run without the checks. A bf16
   // row read in place prefetches a cache line a step (two vectors), the others a vector a
   // step. Alternating runs (BENCHMARKS.md, issue 16, twenty-third session): a line a step
-  // took LayerNorm then add bf16 at 16384x1024 from 0.55 to 0.67-0.69 of memcpy and fused
-  // add+LayerNorm bf16 at 4096x4096 from 0.78-0.80 to 0.88-0.94, but slowed the same f16
-  // rows at 4096x4096 by 15-25%, for reasons the profile did not show.
+  // took LayerNorm then add bf16 at 16384x1024 from 0.54-0.55 to 0.65-0.69 of memcpy and
+  // fused add+LayerNorm bf16 at 4096x4096 from 0.75-0.80 to 0.86-0.94 (three sets of
+  // rounds), but slowed the same f16 rows at 4096x4096 by 15-25%, for reasons the profile
+  // did not show.
   constexpr bool kLines = kSrc == DType::kBF16;
   const int64_t fetch_end = std::max(pcount, scount);
   const auto fetch = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
