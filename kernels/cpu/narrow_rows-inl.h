@@ -24,6 +24,7 @@
 
 #include "hwy/cache_control.h"
 #include "kernels/cpu/convert-inl.h"
+#include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
 
@@ -122,24 +123,18 @@ HWY_INLINE NarrowStats<kG> NarrowGroupStats(const RowNormArgs& a, int64_t r) {
   return st;
 }
 
-// One row's output from its scale: EpilogueStore's arithmetic with no mean (fma(x, s, -0)
-// is x * s), stored, or streamed (kStream: y vector-aligned).
+// One row's output from its scale: EpilogueStore's no-mean arithmetic (EpilogueValue,
+// !kM), stored, or streamed (kStream: y vector-aligned).
 template <bool kStream, DType kT, bool kCast, bool kW, bool kB>
 HWY_INLINE void NarrowRowStore(const void* x, int64_t n, float scale, const float* w,
                                const float* b, void* y) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vs = hn::Set(d, scale);
+  const V vs = hn::Set(d, scale), zero = hn::Zero(d);
   for (int64_t i = 0; i < n; i += N) {
-    V v = hn::Mul(LoadAs<kT>(d, Offset(x, kT, i)), vs);
-    if constexpr (kCast) v = RoundTo(d, kT, v);
-    if constexpr (kW && kB) {
-      v = hn::MulAdd(v, hn::LoadU(d, w + i), hn::LoadU(d, b + i));
-    } else if constexpr (kW) {
-      v = hn::Mul(v, hn::LoadU(d, w + i));
-    } else if constexpr (kB) {
-      v = hn::Add(v, hn::LoadU(d, b + i));
-    }
+    const V v = EpilogueValue<kT, kT, kCast, kW, kB, /*kS=*/false, /*kR=*/false, /*kM=*/false>(
+        d, Offset(x, kT, i), zero, vs, zero, kW ? hn::LoadU(d, w + i) : zero,
+        kB ? hn::LoadU(d, b + i) : zero, zero, nullptr);
     if constexpr (kStream) {
       StreamAs<kT>(d, v, Offset(y, kT, i));
     } else {
