@@ -48,6 +48,10 @@ void ByType(DType t, A... args) {
   }
 }
 template <DType kT>
+struct RunSumsF {
+  static void Run(const void* x, int64_t n, RowSums* sums) { *sums = RunShiftedSumsF32<kT>(x, n); }
+};
+template <DType kT>
 struct ShiftedSumsF {
   static void Run(const void* x, int64_t n, double shift, double* sum, double* squares) {
     ShiftedSums<kT>(x, n, shift, sum, squares);
@@ -66,7 +70,6 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
   // twice an f16 run's bytes for nothing).
   const bool direct = t == DType::kF32;
   const LoadRowFn sum_pass = PickLoadRow(t, Stat::kSum, false, false, /*buf=*/!direct);
-  const LoadRowFn moments_pass = PickLoadRow(t, Stat::kMoments, false, false, /*buf=*/false);
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
@@ -82,7 +85,8 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
                    /*f64=*/true, &m, &m2);
       }
     } else {
-      const RowSums sums = moments_pass(at, nullptr, 0, len, nullptr, 0, nullptr);
+      RowSums sums;
+      ByType<RunSumsF>(t, at, len, &sums);
       if (!OnePassMoments(sums, len, &m, &m2)) {
         const float* row = static_cast<const float*>(at);
         if (!direct) {

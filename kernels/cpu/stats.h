@@ -9,10 +9,11 @@
 //   inverse scale within ~2^-22 relative whatever the offset. Rows whose squares leave
 //   fp32's range are redone in double (row_pass-inl.h). The epilogue is fp32, as the rule's
 //   third clause allows where a bias or residual cancels.
-// - Channel ops: the same fp32 blocks gathered in double, per run (channels-first) or down
-//   the columns of a block, shifted by the mean of the leading rows (channels-last), with
-//   the same guard and fallback. BatchNorm's mean and variance are outputs held to the F32
-//   rule, 1e-5 * (1 + |mean|), which the fp32 sums' 2^-22 sigma meets unless sigma is large
+// - Channel ops: fp32 blocks gathered in double, per run (channels-first: blocks of sixteen
+//   vectors, RunShiftedSumsF32, the mean within 2^-21.5 sigma) or down the columns of a
+//   block, shifted by the mean of the leading rows (channels-last), with the same guard and
+//   fallback. BatchNorm's mean and variance are outputs held to the F32
+//   rule, 1e-5 * (1 + |mean|), which the fp32 sums' 2^-21.5 sigma meets unless sigma is large
 //   beside 1 + |mean| (Fp32MeanSuffices); such a channel's sums are redone in double: of
 //   deviations from one of the data's elements, in one pass where that element lies within
 //   32 sigma of the mean (shifted_sums-inl.h), else from a first double mean.
@@ -29,7 +30,8 @@
 namespace normd::kernels::cpu {
 
 // A bound, relative to sigma, on the error of a mean from fp32 sums gathered in double
-// (RunMoments, ColumnMoments without f64): their worst case is about 2^-22 sigma.
+// (RunMoments, ColumnMoments without f64): their worst case is about 2^-22 sigma, 2^-21.5
+// for runs (RunShiftedSumsF32's blocks of sixteen vectors).
 inline constexpr double kFp32MeanError = 0x1p-21;
 
 // Whether such a mean meets the F32 rule an output mean is held to (1e-5 * (1 + |mean|)),
