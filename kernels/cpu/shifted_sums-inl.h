@@ -214,15 +214,14 @@ HWY_INLINE void LoadPairUnordered(const void* p, V* a, V* b) {
 
 // The sums of c = x - shift and of c^2 over a contiguous run of n elements, for
 // OnePassMoments, as LoadRow's kMoments pass sums a row (shift the fp32 mean of the first
-// min(8, n / N) vectors) but in fp32 blocks of sixteen vectors, a pairwise tree of four
-// levels, each block's lanes then added into double. The channel ops' statistics pass is
-// bound by its arithmetic (on Zen 4, whose 512-bit operations take two cycles, as fast from
-// memory as from L1): the wider block halves the widening of block sums to double, and
-// bf16 pairs halve the conversions. The cost in accuracy: c and c^2 rounded once each and
-// four roundings in the tree, so where OnePassMoments accepts the sums (the shift within
-// sigma / 2 of the mean, |c| averaging at most 1.12 sigma) the mean is within
-// 5.6 * 2^-24 sigma (2^-21.5) and M2 within 6.3 * 2^-24 relative, inside docs/semantics.md's
-// 2^-20.
+// min(8, n / N) vectors), in fp32 blocks of sixteen vectors (a pairwise tree of four levels,
+// each block's lanes then added into double) whatever the dtype, and bf16 read in pairs. The
+// channel ops' statistics pass is bound by its arithmetic (on Zen 4, whose 512-bit operations take
+// two cycles, as fast from memory as from L1): the wider block halves the widening of block sums to
+// double, and bf16 pairs halve the conversions. The cost in accuracy: c and c^2 rounded once each
+// and four roundings in the tree, so where OnePassMoments accepts the sums (the shift within sigma
+// / 2 of the mean, |c| averaging at most 1.12 sigma) the mean is within 5.6 * 2^-24 sigma (2^-21.5)
+// and M2 within 6.3 * 2^-24 relative, inside docs/semantics.md's 2^-20.
 template <DType kT>
 RowSums RunShiftedSumsF32(const void* x, int64_t n) {
   const D d;
@@ -255,19 +254,9 @@ RowSums RunShiftedSumsF32(const void* x, int64_t n) {
       c[j] = hn::Sub(c[j], vk);
       c[j + 1] = hn::Sub(c[j + 1], vk);
     }
-    V t[8], t2[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      t[j] = hn::Add(c[2 * j], c[2 * j + 1]);
-      t2[j] = hn::MulAdd(c[2 * j], c[2 * j], hn::Mul(c[2 * j + 1], c[2 * j + 1]));
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      t[j] = hn::Add(t[2 * j], t[2 * j + 1]);
-      t2[j] = hn::Add(t2[2 * j], t2[2 * j + 1]);
-    }
-    flush(hn::Add(hn::Add(t[0], t[1]), hn::Add(t[2], t[3])),
-          hn::Add(hn::Add(t2[0], t2[1]), hn::Add(t2[2], t2[3])));
+    V t, t2;
+    SumTree16(c, &t, &t2);
+    flush(t, t2);
   }
   for (; i + N <= n; i += N) {
     const V c = hn::Sub(LoadAs<kT>(d, Offset(x, kT, i)), vk);

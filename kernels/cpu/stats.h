@@ -1,10 +1,11 @@
 // Chan's merge of partial statistics, shared by the CPU kernels.
 //
 // Precision plan of the CPU backend (docs/semantics.md, Accuracy):
-// - Row ops: sums in fp32 over blocks of eight vectors, each block's lanes added into double
-//   accumulators. LayerNorm (and GroupNorm, InstanceNorm) sum x - shift and its square in
-//   the load pass, shift the mean of the first block; where the shift is within sigma / 2
-//   of the mean that is exact to 2^-22 sigma and 2^-21 relative, else a centred pass
+// - Row ops: sums in fp32 over blocks of eight vectors (LayerNorm's f16/bf16 moments:
+//   sixteen), each block's lanes added into double accumulators. LayerNorm (and GroupNorm,
+//   InstanceNorm) sum x - shift and its square in the load pass, shift the mean of the first
+//   block; where the shift is within sigma / 2 of the mean that is exact to 2^-22 sigma
+//   (2^-21.5 in blocks of sixteen) and 2^-21 relative, else a centred pass
 //   corrects the mean (OnePassMoments, RowMoments): the mean within ~2^-23 sigma and the
 //   inverse scale within ~2^-22 relative whatever the offset. Rows whose squares leave
 //   fp32's range are redone in double (row_pass-inl.h). The epilogue is fp32, as the rule's
