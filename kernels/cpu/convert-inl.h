@@ -207,6 +207,15 @@ HWY_INLINE int64_t StreamHead(const void* y, size_t esize, int64_t N, int64_t n)
   return std::min<int64_t>(n, mis == 0 ? 0 : static_cast<int64_t>((align - mis) / esize));
 }
 
+// Fetches the line at p into L2 but not L1 (prefetcht1 on x86), for a later pass. The row
+// epilogues fetch the next rows with it while they store: into L1 (prefetcht0), on a core
+// of 32 KiB L1 (Zen 4), the fetched lines took the L1 that the rows being finished and the
+// weights are read from. One thread, four alternating rounds (BENCHMARKS.md, issue 16,
+// twenty-fifth session), GB/s: RMSNorm f16 4096x4096 17.2 -> 26.0, LayerNorm f16 13.6 ->
+// 15.6, RMSNorm f32 16384x1024 21.5 -> 27.6; L2-norm f32 4096x4096, whose row and the next
+// fit in L1 together (no weight), lost 26.5 -> 22.6, still above memcpy.
+HWY_INLINE void PrefetchL2(const void* p) { __builtin_prefetch(p, 0, 2); }
+
 // v rounded to t and widened back (cast_before_weight's intermediate rounding).
 HWY_INLINE V RoundTo(D d, DType t, V v) {
   switch (t) {

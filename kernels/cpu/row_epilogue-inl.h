@@ -30,8 +30,8 @@ struct Epilogue {
   const float* bias = nullptr;    // fp32, not padded
   const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
   float alpha = 1;
-  // The next row's input, its first `prefetch_count` elements fetched into the cache while
-  // this one is computed and stored (nullptr: none), `prefetch_size` bytes an element; and
+  // The next row's input, its first `prefetch_count` elements fetched into L2 (PrefetchL2)
+  // while this one is computed and stored (nullptr: none), `prefetch_size` bytes an element; and
   // the next row's residual (nullptr: none): all of it where it is added last (kS), else
   // (h formed again, kR) as much as of the input. (A count field for the residual, making
   // this struct 96 bytes, halved QK-norm f16/bf16 at 4096x32x128, whose short rows copy it
@@ -141,8 +141,8 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   constexpr bool kLines = kSrc == DType::kBF16;
   const int64_t fetch_end = std::max(pcount, scount);
   const auto fetch = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    if (i < pcount) hwy::Prefetch(prefetch + i * psize);
-    if (i < scount) hwy::Prefetch(pskip + i * psize);
+    if (i < pcount) PrefetchL2(prefetch + i * psize);
+    if (i < scount) PrefetchL2(pskip + i * psize);
   };
   // From vector i, the vectors that prefetch, stored by `put`; returns where they end.
   const auto fetching = [&](int64_t i, const auto& put) HWY_ATTR __attribute__((always_inline)) {
