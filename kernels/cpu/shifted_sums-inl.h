@@ -305,7 +305,16 @@ HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols,
     const auto dev = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
       return hn::Sub(LoadAs<kT>(d, Offset(row, kT, i * cols + c)), k);
     };
-    for (int64_t i = 16; i < 24; ++i) hwy::Prefetch(Offset(row, kT, i * cols + c));
+    // f32 rows fetched into L2 rather than L1, f16/bf16 into L1: one thread, five
+    // alternating rounds at 32x56x56x64 (BENCHMARKS.md, issue 16, twenty-fifth session),
+    // GroupNorm and InstanceNorm f32 15.3-16.7 -> 19.3-22.3 GB/s; f16/bf16 lost 1-24% in L2.
+    for (int64_t i = 16; i < 24; ++i) {
+      if constexpr (kT == DType::kF32) {
+        PrefetchL2(Offset(row, kT, i * cols + c));
+      } else {
+        hwy::Prefetch(Offset(row, kT, i * cols + c));
+      }
+    }
     const V a0 = dev(0), a1 = dev(1), a2 = dev(2), a3 = dev(3);
     const V a4 = dev(4), a5 = dev(5), a6 = dev(6), a7 = dev(7);
     const V t = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
