@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hwy/cache_control.h"
 #include "kernels/cpu/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -30,6 +29,9 @@ struct Epilogue {
   const float* bias = nullptr;    // fp32, not padded
   const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
   float alpha = 1;
+  // Plain stores from the row's end back (Backwards, row_norm_simd.cc); only without
+  // prefetch or streaming.
+  bool backwards = false;
   // The next row's input, its first `prefetch_count` elements fetched into L2 (PrefetchL2)
   // while this one is computed and stored (nullptr: none), `prefetch_size` bytes an element; and
   // the next row's residual (nullptr: none): all of it where it is added last (kS), else
@@ -96,9 +98,15 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   // Locals: stores through `out` could alias `e` as far as the compiler knows.
   const float *weight = e.weight, *bias = e.bias;
   const void* skip = e.skip;
-  // always_inline: a call per vector would return it through memory.
-  const auto compute = [&](const void* x, const float* w, const float* b, const void* sk) HWY_ATTR
-      __attribute__((always_inline)) {
+  // always_inline: a call per vector would return it through memory. The vectors are
+  // captured by value, and `tail` captures by value too: where GCC did not inline `tail`,
+  // the vectors' addresses escaped into it, so they lived in memory and were loaded again
+  // after every store through `out` (which might alias them as far as GCC knew), four more
+  // loads a vector. LayerNorm then add bf16 1x4096, one thread: 1117 -> 920 ns
+  // (BENCHMARKS.md, issue 16, twenty-sixth session).
+  const auto compute =
+      [ d, vhi, vs, vlos, valpha ](const void* x, const float* w, const float* b, const void* sk)
+          HWY_ATTR __attribute__((always_inline)) {
     // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
     // row in place (RowSource), x is not vector-aligned.
     return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS, kR, kM>(
@@ -118,7 +126,7 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   const size_t esize = ElementSize(t);
   // A partial vector: the row, parameters and skip from zero-padded copies (the caller's
   // arrays end at n), the result through a stack buffer.
-  const auto tail = [&](int64_t i, int64_t count) HWY_ATTR {
+  const auto tail = [=](int64_t i, int64_t count) HWY_ATTR {
     alignas(64) float tw[64] = {}, tb[64] = {};
     alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {}, part[64 * 4];
     const size_t floats = static_cast<size_t>(count) * sizeof(float);
@@ -171,6 +179,11 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   if (head >= 0) {
     if (head > 0) tail(0, head);
     for (i = fetching(head, stream_at); i + N <= n; i += N) stream_at(i);
+  } else if (e.backwards) {
+    const int64_t whole = n / N * N;
+    if (whole < n) tail(whole, n - whole);
+    for (int64_t j = whole - N; j >= 0; j -= N) store_at(j);
+    i = n;
   }
   for (i = fetching(i, store_at); i + N <= n; i += N) store_at(i);
   if (i < n) tail(i, n - i);
@@ -224,8 +237,8 @@ void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogu
   const V valpha = hn::Set(d, e0.alpha);
   const float *weight = e0.weight, *bias = e0.bias;
   const void *skip0 = e0.skip, *skip1 = e1.skip;
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
+  const int64_t whole = n / N * N;
+  const auto pair = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     const V w = kW ? hn::LoadU(d, weight + i) : hn::Zero(d);
     const V b = kB ? hn::LoadU(d, bias + i) : hn::Zero(d);
     const V y0 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src0, kSrc, i), vhi0, vs0,
@@ -236,8 +249,14 @@ void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogu
                                                              kS ? Offset(skip1, kIn, i) : nullptr);
     StoreAs<kOut>(d, y0, Offset(out0, kOut, i));
     StoreAs<kOut>(d, y1, Offset(out1, kOut, i));
+  };
+  if (e0.backwards) {
+    for (int64_t i = whole - N; i >= 0; i -= N) pair(i);
+  } else {
+    for (int64_t i = 0; i < whole; i += N) pair(i);
   }
-  if (i < n) {  // the partial last vector, row by row, as EpilogueStore's tail
+  // The partial last vector, row by row, as EpilogueStore's tail.
+  if (const int64_t i = whole; i < n) {
     for (int k = 0; k < 2; ++k) {
       Epilogue e = k == 0 ? e0 : e1;
       if constexpr (kW) e.weight = weight + i;

@@ -253,6 +253,15 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       stat_cols < cols || cast ? cols : std::min(cols, kPrefetchBytes / e.prefetch_size);
 
   const RowSource source = SourceOf(a, a.h.present(), p.stream);
+  // Backwards: a row in cache whose epilogue reads what its statistics pass has just written
+  // (the fp32 buffer, or an f32 h) is finished from its end back, where those lines are still
+  // in L1. At 4096 columns the row, that copy, the weight and the bias outgrow a 32 KiB L1
+  // (Zen 4), and going forwards the epilogue found the copy's start gone to L2. Rows read in
+  // place go forwards, as L1's next-line prefetch does (f32 rows without a residual ran 0-7%
+  // slower backwards). One thread, five alternating rounds (BENCHMARKS.md, issue 16,
+  // twenty-sixth session), 1x4096: fused add+RMSNorm f32 67 -> 74 GB/s, f16/bf16 36 -> 38;
+  // fused add+LayerNorm f32 1110 -> 1014-1096 ns, f16/bf16 1112-1131 -> 1082-1090 ns.
+  e.backwards = !p.stream && (!source.in_place || (add_then_norm && !source.reform));
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
   // A large f16/bf16 h goes out with non-temporal stores where its row is vector-aligned,
   // as y does: a plain store first reads the line it fills (with x and skip read and y
