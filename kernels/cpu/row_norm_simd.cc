@@ -257,10 +257,10 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // (the fp32 buffer, or an f32 h) is finished from its end back, where those lines are still
   // in L1. At 4096 columns the row, that copy, the weight and the bias outgrow a 32 KiB L1
   // (Zen 4), and going forwards the epilogue found the copy's start gone to L2. Rows read in
-  // place go forwards, as L1's next-line prefetch does (f32 rows without a residual ran 0-7%
-  // slower backwards). One thread, five alternating rounds (BENCHMARKS.md, issue 16,
-  // twenty-sixth session), 1x4096: fused add+RMSNorm f32 67 -> 74 GB/s, f16/bf16 36 -> 38;
-  // fused add+LayerNorm f32 1110 -> 1014-1096 ns, f16/bf16 1112-1131 -> 1082-1090 ns.
+  // place stay forwards: backwards, f32 rows without a residual ran 0-7% slower (why, the
+  // profile did not show). One thread, five alternating rounds (BENCHMARKS.md, issue 16,
+  // twenty-sixth session), 1x4096, median ns per call: fused add+RMSNorm f32 982 -> 873,
+  // f16/bf16 909 -> 856-861; fused add+LayerNorm f32 1112 -> 1055, f16/bf16 1122 -> 1088.
   e.backwards = !p.stream && (!source.in_place || (add_then_norm && !source.reform));
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
   // A large f16/bf16 h goes out with non-temporal stores where its row is vector-aligned,
