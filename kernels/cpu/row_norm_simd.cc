@@ -261,7 +261,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // profile did not show). One thread, five alternating rounds (BENCHMARKS.md, issue 16,
   // twenty-sixth session), 1x4096, median ns per call: fused add+RMSNorm f32 982 -> 873,
   // f16/bf16 909 -> 856-861; fused add+LayerNorm f32 1112 -> 1055, f16/bf16 1122 -> 1088.
-  e.backwards = !p.stream && (!source.in_place || (add_then_norm && !source.reform));
+  e.backwards = !p.stream && (!source.in_place || add_then_norm);
   const LoadRowFn load = PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place);
   // A large f16/bf16 h goes out with non-temporal stores where its row is vector-aligned,
   // as y does: a plain store first reads the line it fills (with x and skip read and y
