@@ -11,8 +11,15 @@
 // twice when a channel or group is larger than the L2 cache, since statistics and output are then
 // two passes over memory). memcpy copies half that many bytes, so it moves the same traffic.
 //
+// With --spaced-us N it measures instead what a server sees between requests: each call
+// preceded by a sleep of N microseconds, so that the pool's workers have gone to sleep and
+// must be woken; it prints the median microseconds per call on one thread and on all
+// threads, and their ratio (all threads' time over one thread's: above 1, the workers cost
+// more than they gave).
+//
 //   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
 //                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
+//                      [--spaced-us N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +29,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +111,23 @@ PairTiming TimeAgainstCopy(const std::function<void()>& kernel, const std::funct
   return {median(tk), median(tc), median(ratio)};
 }
 
+// Median seconds per call of fn, each call timed alone after a sleep of gap_us: calls
+// until min_time has been spent in them, 21 to 401 of them.
+double TimeSpaced(const std::function<void()>& fn, int gap_us, double min_time) {
+  fn();  // warm up
+  std::vector<double> t;
+  double spent = 0;
+  while (t.size() < 21 || (spent < min_time && t.size() < 401)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+    const auto start = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    spent += t.back();
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 struct Row {
   std::string op, dtype, shape, backend;
   int threads;
@@ -115,6 +140,7 @@ int Main(int argc, char** argv) {
   std::string filter = ".*", json_path;
   double min_time = 0.25;
   bool reference = true;
+  int spaced_us = 0;
   CpuBackendOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -134,13 +160,15 @@ int Main(int argc, char** argv) {
       for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
         if (want == hwy::TargetName(t)) hwy::SetSupportedTargetsForTest(t);
       }
+    } else if (a == "--spaced-us" && i + 1 < argc) {
+      spaced_us = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--no-reference") {
       reference = false;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
-          "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME]\n");
+      std::fprintf(stderr,
+                   "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
+                   "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME] "
+                   "[--spaced-us N]\n");
       return 2;
     }
   }
@@ -148,6 +176,23 @@ int Main(int argc, char** argv) {
   CpuBackend cpu(options);
   const int all = cpu.threads();
   cpu::ThreadPool copy_pool(all);
+  if (spaced_us > 0) {
+    std::printf("normd-kernel-bench: %s; calls %d us apart, median us per call\n",
+                cpu.device().c_str(), spaced_us);
+    std::printf("%-22s %-5s %-16s %9s %9s %9s\n", "op", "dtype", "shape", "1t us", "all us",
+                "all/1t");
+    for (BenchCase& c : AllCases()) {
+      if (!std::regex_search(absl::StrCat(c.op, "/", c.dtype, "/", c.shape), re)) continue;
+      c.setup();
+      const double one = TimeSpaced([&] { c.run(cpu, 1); }, spaced_us, min_time);
+      const double many = TimeSpaced([&] { c.run(cpu, all); }, spaced_us, min_time);
+      std::printf("%-22s %-5s %-16s %9.1f %9.1f %9.2f\n", c.op.c_str(), c.dtype.c_str(),
+                  c.shape.c_str(), one * 1e6, many * 1e6, many / one);
+      std::fflush(stdout);
+      c.teardown();
+    }
+    return 0;
+  }
   std::printf("normd-kernel-bench: %s; memcpy and kernels timed in the same run\n",
               cpu.device().c_str());
   std::printf("%-22s %-5s %-16s %9s %9s %6s %9s %9s %6s %9s %16s\n", "op", "dtype", "shape",

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -30,6 +34,24 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
+#endif
+}
+
+// The CPU the calling thread runs on, or -1 where the platform does not say (then no two
+// threads are taken to share one). glibc reads it from rseq: a load, not a system call.
+int CurrentCpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
+void YieldCpu() {
+#if defined(__linux__)
+  sched_yield();
+#else
+  std::this_thread::yield();
 #endif
 }
 
@@ -81,19 +103,33 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::WorkerLoop(int index) {
   SetMode(GetMode() | kFtzDaz);
   uint64_t seen = 0;
+  int owner_cpu = -1;
   for (;;) {
     int active;
     // Spin briefly before sleeping: a condition-variable wake-up costs tens of
     // microseconds (hundreds where the core had halted), a large share of a ~100 us job.
-    SpinUntil([&] { return published_.load(std::memory_order_acquire) != seen; });
+    // Not on the CPU of the last job's caller, which is most likely waiting there to run.
+    if (owner_cpu < 0 || CurrentCpu() != owner_cpu) {
+      SpinUntil([&] { return published_.load(std::memory_order_acquire) != seen; });
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       active = active_;
+      owner_cpu = owner_cpu_;
     }
-    if (index < active) RunPieces(index, seen);
+    if (index >= active) continue;
+    // Linux may wake a sleeping worker onto the CPU its caller runs on, with another core
+    // idle (in a VM it counts a halted vCPU as busy), and the worker then preempts the
+    // caller: it ran the whole job alone, then spun while the caller waited for the CPU.
+    // On this 2-core VM, 64x4096 LayerNorm calls 1 ms apart took 114-127 us where that
+    // happened (half of them) against 58-59 us where the caller ran alone; with the yield,
+    // 59 us (BENCHMARKS.md, issue 16, twenty-seventh session). Yielding once hands the CPU
+    // back: the caller starts on its share, and may take the worker's.
+    if (owner_cpu >= 0 && CurrentCpu() == owner_cpu) YieldCpu();
+    RunPieces(index, seen);
   }
 }
 
@@ -150,6 +186,7 @@ void ThreadPool::ParallelFor(int64_t n, int max_threads,
     pieces_ = pieces;
     active_ = parts;
     fn_ = &fn;
+    owner_cpu_ = CurrentCpu();
     done_pieces_.store(0, std::memory_order_relaxed);
     generation = ++generation_;
     // Thread t's share: pieces [pieces * t / parts, pieces * (t + 1) / parts); the

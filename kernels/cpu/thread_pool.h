@@ -14,6 +14,7 @@
 // spin). The price is that much CPU after each job; a longer spin (0.5 ms, from a count of
 // pauses) held the cores other threads needed and made a 4 MiB call's kernel 0.6-1.1 ms
 // instead of 0.1-0.2 (BENCHMARKS.md, "Large tensors").
+// A worker woken onto its caller's CPU yields it once, and does not spin there afterwards.
 //
 // Thread safety: ParallelFor may be called from many threads at once; one call uses the
 // workers at a time and a concurrent call runs its whole range inline on its own thread
@@ -95,7 +96,8 @@ class ThreadPool {
   // threads that claimed one of its pieces.
   int64_t n_ = 0;
   int pieces_ = 0;
-  int active_ = 0;  // threads taking part, the caller included: workers 1..active_-1
+  int active_ = 0;      // threads taking part, the caller included: workers 1..active_-1
+  int owner_cpu_ = -1;  // the CPU the caller ran on when it published the job, or -1
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   // Thread t's share as ClaimWord(generation, end, next piece); and the pieces finished.
   std::vector<Claim> claims_;

@@ -11,6 +11,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "gtest/gtest.h"
 #include "normd/kernels/cpu_backend.h"
 #include "normd/kernels/reference.h"
@@ -81,6 +85,48 @@ TEST(ThreadPoolTest, ConcurrentCallersRunInline) {
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), 4 * 200 * 64);
 }
+
+#if defined(__linux__)
+// A worker woken onto the CPU its caller runs on hands that CPU back instead of preempting
+// the caller and running the whole job itself. Confining the process to one CPU makes that
+// placement certain; the calls are 2 ms apart, so the worker has gone to sleep each time.
+// Without the yield the caller ran no piece of every other call (10 of 20, six runs), the
+// worker having preempted it; with it, 20 of 20 (six runs).
+// Another process taking the CPU at a call's start can still hand the worker all of it,
+// hence three quarters rather than all.
+TEST(ThreadPoolTest, WorkerWokenOnTheCallersCpuLetsTheCallerWork) {
+  struct RestoreAffinity {
+    cpu_set_t saved{};  // empty (refused by sched_setaffinity) unless read below
+    ~RestoreAffinity() { sched_setaffinity(0, sizeof(saved), &saved); }
+  } restore;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(restore.saved), &restore.saved), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  int caller_worked = 0;
+  {
+    cpu::ThreadPool pool(2);  // the worker inherits the one-CPU mask
+    for (int k = 0; k < 20; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const std::thread::id caller = std::this_thread::get_id();
+      std::atomic<int> by_caller{0};
+      std::vector<std::atomic<int>> hits(64);
+      pool.ParallelFor(64, 2, [&](int64_t b, int64_t e) {
+        // ~20 us a piece: long enough for the worker's wake-up to land mid-job.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+        if (std::this_thread::get_id() == caller) by_caller++;
+      });
+      for (int i = 0; i < 64; ++i) ASSERT_EQ(hits[i].load(), 1) << k << " " << i;
+      caller_worked += by_caller.load() > 0;
+    }
+  }
+  EXPECT_GE(caller_worked, 15) << "calls in which the caller ran a piece, of 20";
+}
+#endif
 
 TEST(ThreadPoolTest, ResultsDoNotDependOnThreadCount) {
   CpuBackendOptions many;
