@@ -122,12 +122,12 @@ void ThreadPool::WorkerLoop(int index) {
     }
     if (index >= active) continue;
     // Linux may wake a sleeping worker onto the CPU its caller runs on, with another core
-    // idle (in a VM it counts a halted vCPU as busy), and the worker then preempts the
-    // caller: it ran the whole job alone, then spun while the caller waited for the CPU.
-    // On this 2-core VM, 64x4096 LayerNorm calls 1 ms apart took 114-127 us where that
-    // happened (half of them) against 58-59 us where the caller ran alone; with the yield,
-    // 59 us (BENCHMARKS.md, issue 16, twenty-seventh session). Yielding once hands the CPU
-    // back: the caller starts on its share, and may take the worker's.
+    // idle (in a VM most likely because a halted vCPU counts as busy), and the worker then
+    // preempts the caller: it ran the whole job alone, then spun while the caller waited
+    // for the CPU. On this 2-core VM, 64x4096 LayerNorm calls 1 ms apart took 114-127 us
+    // where that happened (half of them) against 58-71 us where the caller ran alone; with
+    // the yield, 59-69 us (BENCHMARKS.md, issue 16, twenty-seventh session). Yielding once
+    // hands the CPU back: the caller starts on its share, and may take the worker's.
     if (owner_cpu >= 0 && CurrentCpu() == owner_cpu) YieldCpu();
     RunPieces(index, seen);
   }
