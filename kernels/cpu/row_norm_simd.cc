@@ -21,6 +21,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "kernels/cpu/aligned_scratch.h"
+#include "kernels/cpu/cache_size.h"
 #include "kernels/cpu/narrow_rows-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
@@ -195,7 +196,8 @@ constexpr int64_t kGroupedStreamCols = 4096;
 
 // How much of the next row a large row's epilogue prefetches: its first kPrefetchBytes, so
 // that the next statistics pass does not begin on a miss; the hardware prefetchers keep
-// ahead from there. All of a long row did not fit: at 65536 f32 columns the row, the next
+// ahead from there (all of it where it fits in L2: WholeNextRowFits, below). All of a long
+// row did not fit on a 1 MiB L2: at 65536 f32 columns the row, the next
 // row and the weight and bias are 1 MiB, this core's whole L2. Measured at 1024x65536 (one
 // thread, alternating runs; BENCHMARKS.md, issue 16, nineteenth session): capped, LayerNorm
 // f32 0.65-0.71 -> 0.85-0.87 of memcpy, f16/bf16 0.50-0.54 -> 0.79-0.85, RMSNorm 0.72-0.80
@@ -215,6 +217,27 @@ constexpr int64_t kGroupedStreamCols = 4096;
 // fused add+LayerNorm f16 29.5 -> 39, bf16 25.6 -> 39; 1024x65536 unchanged (all of the
 // row instead: 7-9% slower there, but for LayerNorm bf16).
 constexpr int64_t kPrefetchBytes = 16 << 10;
+
+// Whether all of the next row fits beside what a row's epilogue reads: the row (in place or
+// its fp32 buffer), the fp32 weight and bias, a skip it adds, and the next row's input and
+// skip, together less than half of L2. Then the epilogue prefetches all of the next row,
+// so that memory keeps reading while the epilogue works from L2. On a 2 MiB L2 (an Intel
+// Xeon VM; BENCHMARKS.md, issue 16, twenty-eighth session), 1024x65536, one thread, two
+// alternating rounds, ratio to a streamed memcpy: RMSNorm f32 0.63-0.64 -> 0.71-0.73, L2
+// f32 0.66 -> 0.73, f16/bf16 0.60-0.65 -> 0.71-0.72, LayerNorm f16 0.50-0.52 -> 0.57-0.58;
+// the other rows within the rounds' spread. LayerNorm f32 (1 MiB) and the fused adds stay
+// capped (all of the row cost fused add+LayerNorm f32 0.63-0.65 -> 0.50-0.51 in a build
+// with the cap as a switch). On a 1 MiB L2 (the Zen 4 of earlier sessions) the rule keeps
+// capped every row that the nineteenth session measured faster capped but L2-norm f16/bf16
+// (256 KiB with the next row): 0.95-0.97 capped there, 0.88-0.90 whole.
+bool WholeNextRowFits(const RowNormArgs& a, const RowSource& source, const RowParams& p) {
+  const int64_t in = a.cols * static_cast<int64_t>(ElementSize(a.x.dtype));
+  const int64_t f32 = a.cols * static_cast<int64_t>(sizeof(float));
+  const bool skip = a.residual == ResidualPlacement::kNormThenAdd || source.reform;
+  const int64_t bytes = (source.in_place ? in : f32) + (p.weight != nullptr ? f32 : 0) +
+                        (p.bias != nullptr ? f32 : 0) + (skip ? 2 * in : 0) + in;
+  return 2 * bytes < L2CacheBytes();
+}
 
 // Where rows are short the next row is too near: a row of 1024 f32 columns (4 KiB) is
 // read in about 100 ns, a memory latency. Such rows fetch the row 16 KiB ahead. One
@@ -249,10 +272,11 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   e.bias = p.bias;
   e.alpha = static_cast<float>(a.alpha);
   e.prefetch_size = ElementSize(t);
-  e.prefetch_count =
-      stat_cols < cols || cast ? cols : std::min(cols, kPrefetchBytes / e.prefetch_size);
 
   const RowSource source = SourceOf(a, a.h.present(), p.stream);
+  e.prefetch_count = stat_cols < cols || cast || WholeNextRowFits(a, source, p)
+                         ? cols
+                         : std::min(cols, kPrefetchBytes / e.prefetch_size);
   // Backwards: a row in cache whose epilogue reads what its statistics pass has just written
   // (the fp32 buffer, or an f32 h) is finished from its end back, where those lines are still
   // in L1. At 4096 columns the row, that copy, the weight and the bias outgrow a 32 KiB L1
