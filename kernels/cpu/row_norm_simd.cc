@@ -197,8 +197,8 @@ constexpr int64_t kGroupedStreamCols = 4096;
 // How much of the next row a large row's epilogue prefetches: its first kPrefetchBytes, so
 // that the next statistics pass does not begin on a miss; the hardware prefetchers keep
 // ahead from there (all of it where it fits in L2: WholeNextRowFits, below). All of a long
-// row did not fit on a 1 MiB L2: at 65536 f32 columns the row, the next
-// row and the weight and bias are 1 MiB, this core's whole L2. Measured at 1024x65536 (one
+// row did not fit on a 1 MiB L2: at 65536 f32 columns the row, the next row and the weight
+// and bias are 1 MiB, the Zen 4's whole L2. Measured at 1024x65536 (one
 // thread, alternating runs; BENCHMARKS.md, issue 16, nineteenth session): capped, LayerNorm
 // f32 0.65-0.71 -> 0.85-0.87 of memcpy, f16/bf16 0.50-0.54 -> 0.79-0.85, RMSNorm 0.72-0.80
 // -> 0.90-0.95. Two kinds of row ran faster with all of it, and keep it: RMSNorm's partial
