@@ -25,17 +25,27 @@ LargeCase LargeCase::Make(int64_t rows, int64_t cols) {
 }
 
 absl::StatusOr<absl::Duration> LargeCase::RunKernel(kernels::CpuBackend& backend) {
-  expected.resize(request.input().data().size());
+  // The first run's answer is the reference; every later one goes to a buffer of its own
+  // and is checked against it after the timing, as every other path checks its answer:
+  // the check reads 2x the tensor's bytes between calls, and a kernel timed back to back
+  // without it found its input still in a large L3 (BENCHMARKS.md, "Large tensors",
+  // twenty-ninth session).
+  std::string& out = expected.empty() ? expected : kernel_output;
+  out.resize(request.input().data().size());
   kernels::RowNormArgs a;
   a.kind = kernels::RowNormKind::kLayer;
   a.rows = rows;
   a.cols = cols;
   a.eps = kernels::kDefaultLayerNormEps;
   a.x = {kernels::DType::kF32, request.input().data().data(), rows * cols};
-  a.y = {kernels::DType::kF32, expected.data(), rows * cols};
+  a.y = {kernels::DType::kF32, out.data(), rows * cols};
   const absl::Time start = absl::Now();
   if (absl::Status s = backend.RowNorm(a); !s.ok()) return s;
-  return absl::Now() - start;
+  const absl::Duration took = absl::Now() - start;
+  if (&out != &expected && out != expected) {
+    return absl::InternalError("the kernel's answer differs from its first");
+  }
+  return took;
 }
 
 absl::StatusOr<absl::Duration> LargeCase::Call(Client& client) {

@@ -21,7 +21,8 @@ namespace normd::bench {
 struct LargeCase {
   static LargeCase Make(int64_t rows, int64_t cols);
 
-  // The CpuBackend's LayerNorm on the request's input, into a buffer of its own.
+  // The CpuBackend's LayerNorm on the request's input, into a buffer of its own: the first
+  // run's answer is `expected`, every later one is checked against it (untimed).
   absl::StatusOr<absl::Duration> RunKernel(kernels::CpuBackend& backend);
   // client.Normalize(request); the answer's bytes checked against the kernel's.
   // A Normalize call answered into `answer`, whose buffers the next call reuses (as the
@@ -40,7 +41,8 @@ struct LargeCase {
   // round trip beyond the kernel goes (the server's compute, its own overhead, the wire).
   std::vector<v1::Timing> shm_timings;
   v1::NormalizeResponse answer;
-  std::string expected;  // the kernel's output bytes, once RunKernel ran
+  std::string expected;       // the kernel's output bytes, once RunKernel ran
+  std::string kernel_output;  // RunKernel's later answers, checked against `expected`
 };
 
 }  // namespace normd::bench

@@ -1,7 +1,8 @@
 // normd-large-bench: large f32 LayerNorm round trips through normd, each beside its limit
 // measured in the same run (BENCHMARKS.md, "Large tensors"):
 //   tcp     the same bytes echoed over a plain loopback TCP connection (the wire's limit)
-//   kernel  the CPU kernel alone on the server's threads (the memory's limit)
+//   kernel  the CPU kernel alone on the server's threads (the memory's limit), each answer
+//           checked between calls as every other path's is
 //   unary   one Normalize call carrying the whole tensor
 //   chunked the client's default: row chunks pipelined over NormalizeStream
 //   shm     the tensor in a POSIX shared-memory region registered with normd

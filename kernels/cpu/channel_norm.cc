@@ -99,6 +99,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
         cpu::ApplyRun(a.x.dtype, At(a.x, r * a.s), a.s, mean[c], scale[c], shift[c], a.y.dtype,
                       At(a.y, r * a.s), sweep_stream, nullptr);
       }
+      if (sweep_stream) cpu::FenceStreams();
     });
     return absl::OkStatus();
   }
@@ -128,6 +129,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
                         At(a.y, off), stream, next ? At(a.x, off + a.s) : nullptr);
         }
       }
+      if (stream) cpu::FenceStreams();
     });
     return absl::OkStatus();
   }
@@ -190,6 +192,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
                         At(a.y, off + k * a.s), stream);
         }
       }
+      if (stream) cpu::FenceStreams();
     });
     return absl::OkStatus();
   }

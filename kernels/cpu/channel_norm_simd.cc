@@ -341,6 +341,7 @@ void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, doub
               void* y, bool stream, const void* prefetch) {
   NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream, prefetch);
 }
+void FenceStreams() { hwy::FlushStream(); }
 void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
                    double* m2) {
   NORMD_DISPATCH(ColumnMomentsImpl)(t, x, rows, cols, f64, mean, m2);

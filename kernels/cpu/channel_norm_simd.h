@@ -21,11 +21,16 @@ namespace normd::kernels::cpu {
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2);
 
 // y[i] = (x[i] - mean) * scale + shift over n contiguous elements. `stream`: y written
-// with non-temporal stores (outputs larger than the cache), fenced before returning.
+// with non-temporal stores (outputs larger than the cache), not fenced: the caller calls
+// FenceStreams() after its last run, before another thread may read y.
 // `prefetch` (may be null): n elements of dtype t, the next pass's run, brought into the
 // cache while this one is written.
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
               void* y, bool stream, const void* prefetch = nullptr);
+
+// Orders this thread's non-temporal stores before its later stores (an sfence on x86):
+// what a thread that streamed runs calls once before it signals that y is done.
+void FenceStreams();
 
 // Per-column mean and M2 (sum of squared deviations) of a rows x cols block (row-major,
 // row stride cols): one pass of fp32 sums gathered in double where they are exact enough
