@@ -1,7 +1,8 @@
 // The channel ops' output pass (Highway per-target code): y = (x - mean) * scale + shift
 // per channel, the mean and shift folded so that it is one subtraction and one FMA, over a
 // contiguous run (channels-first) or down the columns of a row-major block (channels-last),
-// with non-temporal stores where asked. Built on convert-inl.h.
+// with non-temporal stores where asked (unfenced: the caller fences once a thread). Built
+// on convert-inl.h.
 // Include after hwy/highway.h inside a translation unit that uses foreach_target.
 // Stateless but for a per-thread coefficient buffer; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
@@ -74,7 +75,7 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
 }
 
 // Rows of exactly four vectors (64 f32 channels on AVX-512), the coefficients held in
-// registers. REQUIRES: y vector-aligned when `stream`.
+// registers; not fenced, as ApplyRunT. REQUIRES: y vector-aligned when `stream`.
 template <DType kT, DType kOut>
 void ApplyFourVectorRows(const void* x, int64_t rows, const float* fhi, const float* fs,
                          const float* fb, void* y, bool stream) {
@@ -97,7 +98,6 @@ void ApplyFourVectorRows(const void* x, int64_t rows, const float* fhi, const fl
       StreamAs<kOut>(d, f(i + 2 * N, h2, s2, b2), Offset(y, kOut, i + 2 * N));
       StreamAs<kOut>(d, f(i + 3 * N, h3, s3, b3), Offset(y, kOut, i + 3 * N));
     }
-    hwy::FlushStream();
     return;
   }
   for (int64_t i = 0; i < n; i += 4 * N) {
@@ -148,7 +148,6 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
       StoreElement(kOut, out, c, static_cast<float>(v));
     }
   }
-  if (stream) hwy::FlushStream();
 }
 
 }  // namespace HWY_NAMESPACE

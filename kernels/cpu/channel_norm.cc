@@ -160,6 +160,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
     cpu::ApplyColumns(a.x.dtype, At(a.x, begin * a.c), end - begin, a.c, mean.data(), scale.data(),
                       shift.data(), a.y.dtype, At(a.y, begin * a.c), stream);
+    if (stream) cpu::FenceStreams();
   });
   return absl::OkStatus();
 }
@@ -220,6 +221,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
       cpu::ApplyColumns(a.x.dtype, At(a.x, off), a.s, a.c, mean.data(), scale.data(), shift.data(),
                         a.y.dtype, At(a.y, off), stream);
     }
+    if (stream) cpu::FenceStreams();
   });
   return absl::OkStatus();
 }
