@@ -67,6 +67,26 @@ HWY_INLINE V Narrow(VD hi, VD lo) {
 }
 #endif
 
+// h = alpha * skip + x rounded once to fp32, as docs/semantics.md forms a residual add: an
+// FMA where the target has one; elsewhere (SSSE3, SSE4, the scalar target: Highway's MulAdd
+// there rounds the product, then the sum) in double, the product exact and the sum rounded
+// to double and then to fp32, as the float64 reference forms it. Two roundings put h an
+// ulp off now and then, and a LayerNorm of rows with mean 1e4 a part in 2^12 off with it
+// (found by the adversarial rows' three-row case, thirty-first session).
+HWY_INLINE V ResidualAdd(V alpha, V skip, V x) {
+#if HWY_NATIVE_FMA
+  return hn::MulAdd(alpha, skip, x);
+#elif HWY_TARGET == HWY_SCALAR
+  // Not DemoteTo: the scalar target's clamps to the largest finite float, where h must
+  // overflow to Inf (an f16 x of 1e6 is Inf already).
+  const double h = static_cast<double>(hn::GetLane(alpha)) * hn::GetLane(skip) + hn::GetLane(x);
+  return hn::Set(D(), static_cast<float>(h));
+#else
+  return Narrow(hn::MulAdd(WideHi(alpha), WideHi(skip), WideHi(x)),
+                hn::MulAdd(WideLo(alpha), WideLo(skip), WideLo(x)));
+#endif
+}
+
 // ---- element conversion -------------------------------------------------------------
 
 // bfloat16 round to nearest even on the bit pattern, NaN kept quiet; returns the 32-bit

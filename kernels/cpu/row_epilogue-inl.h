@@ -46,13 +46,13 @@ struct Epilogue {
 
 // One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
 // given (ignored when absent), the skip read as kIn at `sk`: added last (kS) or, kR, to x
-// first, forming h = alpha * skip + x again with LoadRow's FMA (the same fp32 bits).
+// first, forming h = alpha * skip + x again as LoadRow does (ResidualAdd: the same bits).
 template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false,
           bool kM = true>
 HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V valpha,
                            const void* sk) {
   V v = LoadAs<kSrc>(d, x);
-  if constexpr (kR) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
+  if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kIn>(d, sk), v);
   if constexpr (kM) {
     v = hn::MulAdd(hn::Sub(v, vhi), vs, vlos);
   } else {  // no mean (NoMean): the same bits, (v - +0) * s + -0 being v * s
@@ -354,8 +354,8 @@ EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, 
   return {};
 }
 
-EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b, bool s,
-                              bool reform = false) {
+inline EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b,
+                                     bool s, bool reform = false) {
   switch (out) {
     case DType::kF32:
       return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s, reform);

@@ -22,6 +22,7 @@
 #include "hwy/cache_control.h"
 #include "kernels/cpu/aligned_scratch.h"
 #include "kernels/cpu/cache_size.h"
+#include "kernels/cpu/fused_rows-inl.h"
 #include "kernels/cpu/narrow_rows-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
@@ -249,6 +250,20 @@ bool WholeNextRowFits(const RowNormArgs& a, const RowSource& source, const RowPa
 // (buffered) 1024-column rows 25% slower: they fetch the next row.
 constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 
+// The columns of the large f16/bf16 rows without a residual (nor partial statistics, nor
+// Hugging Face's cast) that take one loop for a row's epilogue and the next row's sums
+// (fused_rows.cc) rather than the two passes a row: there memory reads and writes at once,
+// as in a copy, where the passes took turns. One thread / two, ratio to a streamed memcpy,
+// three alternating rounds (BENCHMARKS.md, issue 16, thirty-first session, an Intel VM):
+// at 4096x4096 LayerNorm f16/bf16 0.55-0.64 -> 0.71-0.81 / 0.62-0.68 -> 0.73-0.85,
+// RMSNorm, Gemma's and L2 0.68-0.82 -> 0.72-0.88 / 0.69-0.82 -> 0.78-0.91; at 16384x1024
+// 0.59-0.75 -> 0.66-0.86 / 0.63-0.78 -> 0.71-0.90. At 1024x65536 (rows of 128 KiB) it lost
+// (LayerNorm f16 0.41-0.50 -> 0.38-0.43, L2 bf16 0.74-0.85 -> 0.51-0.62), and rows between
+// 4096 and 65536 columns were not measured: they keep the two passes. Fetching a later row
+// in the loop as well moved the rows both ways.
+constexpr int64_t kFusedMinCols = 1024;
+constexpr int64_t kFusedMaxCols = 4096;
+
 void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   const int64_t cols = a.cols;
   thread_local AlignedScratch scratch;
@@ -301,17 +316,14 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   const EpilogueFns epilogue =
       PickEpilogueStore(a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr,
                         norm_then_add, source.reform);
-  // Row r's statistics into `er` (its mean, scale and skip), its fp32 buffer `row`; returns
-  // where its epilogue reads it.
-  const auto stats = [&](int64_t r, float* row, Epilogue* er) HWY_ATTR
+  // Row r's statistics from its sums into `er` (its mean, scale and skip), its fp32 buffer
+  // `row`; returns where its epilogue reads it.
+  const auto finish = [&](int64_t r, float* row, const RowSums& sums, Epilogue* er) HWY_ATTR
       __attribute__((always_inline)) {
     const int64_t base = r * cols;
     const void* x = Offset(a.x.data, t, base);
     void* h = a.h.present() ? Offset(a.h.data, t, base) : nullptr;
     const void* skip = add_then_norm ? Offset(a.skip.data, t, base) : nullptr;
-    const RowSums sums =
-        (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0 ? load_streaming_h : load)(
-            x, skip, static_cast<float>(a.alpha), cols, row, stat_cols, h);
     // The row as the later passes read it, and in fp32 where it is.
     const void* src = !source.in_place ? row : (add_then_norm && !source.reform ? h : x);
     Fp32Row fp32(source.typed ? nullptr : static_cast<const float*>(src), t, x, cols, row,
@@ -324,6 +336,18 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     if (norm_then_add) er->skip = Offset(a.skip.data, t, base);
     if (source.reform) er->skip = skip;
     return src;
+  };
+  // Row r's sums (LoadRow), then its statistics (finish).
+  const auto stats = [&](int64_t r, float* row, Epilogue* er) HWY_ATTR
+      __attribute__((always_inline)) {
+    const int64_t base = r * cols;
+    const void* x = Offset(a.x.data, t, base);
+    void* h = a.h.present() ? Offset(a.h.data, t, base) : nullptr;
+    const void* skip = add_then_norm ? Offset(a.skip.data, t, base) : nullptr;
+    const RowSums sums =
+        (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0 ? load_streaming_h : load)(
+            x, skip, static_cast<float>(a.alpha), cols, row, stat_cols, h);
+    return finish(r, row, sums, er);
   };
   // Rows in cache with a weight and a bias go in pairs, sharing each parameter vector's
   // load (EpilogueStore2); the rest one by one, large rows each prefetching the next.
@@ -339,6 +363,49 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     const void* src1 = stats(r + 1, rows2 + stride, &e1);
     epilogue.two(src0, src1, cols, e, e1, Offset(a.y.data, a.y.dtype, r * cols),
                  Offset(a.y.data, a.y.dtype, (r + 1) * cols));
+  }
+  // Large f16/bf16 rows without a residual, kFusedMinCols to kFusedMaxCols columns: row r's
+  // epilogue and row r+1's sums in one loop (fused_rows.cc), the same bits as the two
+  // passes, which take the first row's sums, the last row's epilogue, and any row that the
+  // loop leaves (a row not a whole number of its blocks, or with a mean of exactly zero).
+  const FusedRowPairFn fused =
+      p.stream && a.residual == ResidualPlacement::kNone && !cast && stat_cols == cols &&
+              source.typed && a.y.dtype == t && cols >= kFusedMinCols && cols <= kFusedMaxCols &&
+              row_end - r >= 2
+          ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr)
+          : nullptr;
+  if (fused != nullptr) {
+    // Elements [begin, end) of row `src`'s epilogue `er` into row y, from EpilogueStore.
+    const auto part = [&](const void* src, const Epilogue& er, int64_t begin, int64_t end,
+                          void* y) {
+      if (begin >= end) return;
+      Epilogue at = er;
+      at.prefetch = nullptr;
+      if (at.weight != nullptr) at.weight += begin;
+      if (at.bias != nullptr) at.bias += begin;
+      epilogue.one(Offset(src, t, begin), end - begin, at, Offset(y, t, begin), true);
+    };
+    Epilogue cur = e;
+    const void* src = stats(r, rows2, &cur);
+    for (; r + 1 < row_end; ++r) {
+      const void* next = Offset(a.x.data, t, (r + 1) * cols);
+      void* y = Offset(a.y.data, t, r * cols);
+      RowSums sums;
+      const FusedSpan span = fused(src, next, cols, cur, y, &sums);
+      if (span.begin >= 0) {
+        part(src, cur, 0, span.begin, y);
+        part(src, cur, span.end, cols, y);
+      } else {  // the two passes, this row's epilogue fetching the next row
+        cur.prefetch = static_cast<const char*>(next);
+        epilogue.one(src, cols, cur, y, true);
+        sums = load(next, nullptr, 1.0f, cols, rows2, stat_cols, nullptr);
+      }
+      Epilogue following = e;
+      src = finish(r + 1, rows2, sums, &following);
+      cur = following;
+    }
+    epilogue.one(src, cols, cur, Offset(a.y.data, t, r * cols), true);
+    ++r;
   }
   // Short rows: the statistics of kShortGroup rows, then their epilogues. A row's
   // statistics end in a chain of long latencies (the lanes' sum, a square root and a

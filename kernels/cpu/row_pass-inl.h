@@ -82,7 +82,7 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
   const V va = hn::Set(d, alpha);
   const auto value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     V v = LoadAs<t>(d, Offset(x, t, i));
-    if constexpr (kSkip) v = hn::MulAdd(va, LoadAs<t>(d, Offset(skip, t, i)), v);
+    if constexpr (kSkip) v = ResidualAdd(va, LoadAs<t>(d, Offset(skip, t, i)), v);
     return v;
   };
   RowSums out;
@@ -169,7 +169,7 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
     V v = LoadAs<t>(d, tx);
     if constexpr (kSkip) {
       std::memcpy(ts, Offset(skip, t, i), bytes);
-      v = hn::MulAdd(va, LoadAs<t>(d, ts), v);
+      v = ResidualAdd(va, LoadAs<t>(d, ts), v);
     }
     if constexpr (kH) {
       StoreAs<ht>(d, v, tx);

@@ -107,6 +107,14 @@ void CheckRowNorm(const Config& cfg, DType dtype, int64_t rows, int64_t cols,
   }
 }
 
+// n values of magnitude 1.5 alternating in sign, n even: their sum is exactly zero in any
+// order of addition (every partial sum is a small multiple of 1.5); an odd n ends in 1.5.
+std::vector<float> ZeroMeanValues(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i % 2 == 0 ? 1.5f : -1.5f;
+  return v;
+}
+
 class RowNormTest : public ::testing::TestWithParam<std::tuple<Config, DType>> {};
 
 TEST_P(RowNormTest, MatchesReferenceOnRandomShapes) {
@@ -150,11 +158,27 @@ TEST_P(RowNormTest, MatchesReferenceOnAdversarialRows) {
         {"constant", std::vector<float>(cols, 3.25f)},
         {"|x| >= 256 (f16 squares overflow)", RandomValues(rng, cols, 0.0f, 3000.0f)},
         {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
+        // A mean of exactly zero: a LayerNorm row without a bias then takes the epilogue
+        // without a mean (NoMean), which the one-loop pass leaves to the two passes.
+        {"zero mean", ZeroMeanValues(cols)},
     };
     for (const Case& c : cases) {
       if (cfg.kind == RowNormKind::kL2 && c.name == "constant") continue;
       CheckRowNorm(cfg, dtype, 1, cols, c.values, RandomValues(rng, cols), rng,
                    absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", c.name), dtype);
+      // Three such rows of 4096 columns, between random rows: streamed, a large f16/bf16
+      // row without a residual takes the next row's sums in its epilogue's loop
+      // (fused_rows.cc), so each row's statistics are read there.
+      const int64_t wide = 4096;
+      std::vector<float> five = RandomValues(rng, wide);
+      for (int k = 0; k < 3; ++k) {
+        five.insert(five.end(), c.values.begin(), c.values.begin() + wide);
+      }
+      const std::vector<float> last = RandomValues(rng, wide);
+      five.insert(five.end(), last.begin(), last.end());
+      CheckRowNorm(cfg, dtype, 5, wide, five, RandomValues(rng, 5 * wide), rng,
+                   absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", c.name, " x3 of 4096"),
+                   dtype);
     }
     // A single-element row.
     CheckRowNorm(cfg, dtype, 7, 1, RandomValues(rng, 7), RandomValues(rng, 7), rng,
@@ -321,12 +345,15 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   ForEachTarget([] {
     std::mt19937_64 rng(7);
     // Six rows: large f16/bf16 rows without a residual take their statistics four at a time
-    // (a group and two single rows), where plain stores take them one by one. 1000 columns
-    // (not a multiple of any vector width) start each row at another alignment; 1024 start
-    // every row where the first does. From 4096 columns a large f16/bf16 row with a residual
-    // forms h again in its epilogue, where plain stores read the fp32 row buffer.
+    // (a group and two single rows) at 1000 columns, one by one at 4100, and at 1024 and
+    // 2000 the next row's sums in a row's epilogue loop (fused_rows.cc; at 2000, not a whole
+    // number of its blocks, the two passes from that loop), where plain stores take them
+    // one by one. 1000 columns (not a multiple of any vector width) start each row at
+    // another alignment; 1024 start every row where the first does. From 4096 columns a
+    // large f16/bf16 row with a residual forms h again in its epilogue, where plain stores
+    // read the fp32 row buffer.
     const int64_t rows = 6;
-    for (const int64_t cols : {1000, 1024, 4100}) {
+    for (const int64_t cols : {1000, 1024, 2000, 4100}) {
       // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
       // buffer: the same bytes either way.
       for (const auto& io : {std::pair{DType::kF32, DType::kF32},

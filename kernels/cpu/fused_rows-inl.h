@@ -1,0 +1,51 @@
+// Declares, for each SIMD target, the one-loop pass of large f16/bf16 rows (fused_rows.cc):
+// row r's epilogue streamed out while row r+1's sums are read, so that memory reads and
+// writes at once, as a copy does, where a row's two passes took turns (the statistics
+// reading, the epilogue writing). Include after hwy/highway.h inside a translation unit
+// that uses foreach_target (row_norm_simd.cc, fused_rows.cc). Stateless; safe from any
+// thread.
+// Per-target include guard: each target's pass through this file needs its own copy.
+#if defined(NORMD_KERNELS_CPU_FUSED_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMD_KERNELS_CPU_FUSED_ROWS_INL_H_
+#undef NORMD_KERNELS_CPU_FUSED_ROWS_INL_H_
+#else
+#define NORMD_KERNELS_CPU_FUSED_ROWS_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "kernels/cpu/convert-inl.h"
+#include "kernels/cpu/row_epilogue-inl.h"
+#include "kernels/cpu/row_pass-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+
+// The part of a row's output a FusedRowPairFn wrote: elements [begin, end); begin < 0 where
+// it did nothing (the caller takes the two passes for that row and the next).
+struct FusedSpan {
+  int64_t begin = -1, end = -1;
+};
+
+// Streams row x's epilogue `e` (x the f16/bf16 input row read in place, no cast, no
+// residual, y in x's dtype) into y[begin, end), and returns in *next_sums the sums of row
+// `next` over all n columns as LoadRow<kT, kStat, false, false, false> gives them, to the
+// bit; elements [0, begin) and [end, n) of y are the caller's (EpilogueStore's, the same
+// bits). begin is where y's non-temporal stores can start (StreamHead); it does nothing
+// where n is not a whole number of LoadRow's blocks (sixteen vectors for moments, else
+// eight), where y is not element-aligned, or where EpilogueStore would take the other of
+// its forms for a row with and without a mean (NoMean).
+using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, const Epilogue& e,
+                                     void* y, RowSums* next_sums);
+
+// The instantiation for the statistic (kMoments or kSumOfSquares), the input dtype and the
+// parameters present; nullptr where there is none (f32, other statistics, targets narrower
+// than AVX2: those rows take the two passes).
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias);
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMD_KERNELS_CPU_FUSED_ROWS_INL_H_

@@ -1,0 +1,146 @@
+// The one-loop pass of large f16/bf16 rows (fused_rows-inl.h): row r's epilogue and row
+// r+1's sums in one loop, a block of LoadRow's at a time. A translation unit of its own:
+// in row_norm_simd.cc this loop took that file's compile from about 10 to 17 minutes and
+// 14 GB (BENCHMARKS.md, issue 16, thirtieth session); here it compiles beside it.
+//
+// Why one loop: a large bf16 LayerNorm row spends about as long in its statistics pass
+// (reading) as in its epilogue (computing and writing), and the two took turns; in one loop
+// the reads of the next row overlap the stores of this one, as in a copy.
+// foreach_target.h re-includes this file once per SIMD target and must come first; the
+// -inl.h follows highway.h.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/fused_rows.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/fused_rows-inl.h"
+// clang-format on
+
+#include <algorithm>
+#include <cstdint>
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Only where vectors are at least 256 bits: narrower targets are fallbacks that no large
+// deployment runs, and each instantiation here costs compile time in every build.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+template <DType kT, Stat kStat, bool kW, bool kB>
+FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogue& e, void* y,
+                       RowSums* next_sums) {
+  constexpr bool moments = kStat == Stat::kMoments;
+  // LoadRow's blocks: f16/bf16 moments in sixteen vectors, sums of squares in eight.
+  constexpr int kVectors = moments ? 16 : 8;
+  // EpilogueStore's form: with a mean (kM) for rows with a bias or a mean, else without.
+  // This loop has the form of its statistic; a row that would take the other does nothing
+  // here (a LayerNorm row without a bias whose mean is exactly zero).
+  constexpr bool kM = moments;
+  const D d;
+  const DD dd;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t block = kVectors * N;
+  if (n % block != 0 || n == 0 || (kB || !NoMean(e)) != kM) return {};
+  const int64_t head = StreamHead(y, ElementSize(kT), N, n);
+  if (head < 0) return {};
+
+  // The next row's sums, as LoadRow forms them: the shift from its first eight vectors
+  // (n >= 16 vectors here), the terms in blocks summed as pairwise trees into double.
+  RowSums out;
+  if constexpr (moments) {
+    V acc = LoadAs<kT>(d, next);
+    for (int64_t j = 1; j < 8; ++j) acc = hn::Add(acc, LoadAs<kT>(d, Offset(next, kT, j * N)));
+    out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(8 * N);
+  }
+  const V vk = hn::Set(d, out.shift);
+  VD s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
+  const auto term = [vk](V v) HWY_ATTR __attribute__((always_inline)) {
+    return moments ? hn::Sub(v, vk) : hn::Mul(v, v);
+  };
+  const auto flush = [&](const V* c) HWY_ATTR __attribute__((always_inline)) {
+    if constexpr (moments) {
+      V s, s2;
+      SumTree16(c, &s, &s2);
+      s0 = hn::Add(s0, WideLo(s));
+      s1 = hn::Add(s1, WideHi(s));
+      q0 = hn::Add(q0, WideLo(s2));
+      q1 = hn::Add(q1, WideHi(s2));
+    } else {
+      const V s = hn::Add(hn::Add(hn::Add(c[0], c[1]), hn::Add(c[2], c[3])),
+                          hn::Add(hn::Add(c[4], c[5]), hn::Add(c[6], c[7])));
+      s0 = hn::Add(s0, WideLo(s));
+      s1 = hn::Add(s1, WideHi(s));
+    }
+  };
+
+  // This row's epilogue, as EpilogueRun forms it.
+  const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
+  const V vlos = hn::Set(d, -(e.lo * e.scale));
+  const V valpha = hn::Set(d, e.alpha);
+  const float *weight = e.weight, *bias = e.bias;  // locals: y's stores could alias e
+  // Block k: the next row's block at i = k * block, this row's output from head + i (its
+  // vector-aligned part). With a head, the last block of sums has no output beside it.
+  const int64_t blocks = (n - head) / block;
+  for (int64_t i = 0; i < blocks * block; i += block) {
+    V c[kVectors];
+    // Unrolled, so that the array becomes registers (GCC keeps it in memory otherwise).
+#pragma GCC unroll 16
+    for (int j = 0; j < kVectors; ++j) {
+      c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
+      const int64_t at = head + i + j * N;
+      const V v = EpilogueValue<kT, kT, false, kW, kB, false, false, kM>(
+          d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
+          kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, nullptr);
+      StreamAs<kT>(d, v, Offset(y, kT, at));
+    }
+    flush(c);
+  }
+  for (int64_t i = blocks * block; i < n; i += block) {
+    V c[kVectors];
+#pragma GCC unroll 16
+    for (int j = 0; j < kVectors; ++j) c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
+    flush(c);
+  }
+  out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+  if constexpr (moments) out.squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
+  *next_sums = out;
+  (void)weight;
+  (void)bias;
+  return {head, head + blocks * block};
+}
+
+template <DType kT, Stat kStat>
+FusedRowPairFn PickFusedRowPairT(bool w, bool b) {
+  if (w) {
+    return b ? &FusedRowPair<kT, kStat, true, true> : &FusedRowPair<kT, kStat, true, false>;
+  }
+  return b ? &FusedRowPair<kT, kStat, false, true> : &FusedRowPair<kT, kStat, false, false>;
+}
+
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias) {
+  if (stat != Stat::kMoments && stat != Stat::kSumOfSquares) return nullptr;
+  const bool moments = stat == Stat::kMoments;
+  switch (t) {
+    case DType::kF16:
+      return moments ? PickFusedRowPairT<DType::kF16, Stat::kMoments>(weight, bias)
+                     : PickFusedRowPairT<DType::kF16, Stat::kSumOfSquares>(weight, bias);
+    case DType::kBF16:
+      return moments ? PickFusedRowPairT<DType::kBF16, Stat::kMoments>(weight, bias)
+                     : PickFusedRowPairT<DType::kBF16, Stat::kSumOfSquares>(weight, bias);
+    case DType::kF32:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+#else
+
+FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool) { return nullptr; }
+
+#endif
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
