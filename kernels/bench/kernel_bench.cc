@@ -38,6 +38,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/targets.h"
 #include "kernels/bench/bench_cases.h"
+#include "kernels/bench/bench_timing.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
 
@@ -65,50 +66,6 @@ double TimePerCall(const std::function<void()>& fn, double min_time, int repeats
   }
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];
-}
-
-// Calls of fn per timed batch so that one batch takes at least `batch` seconds.
-int64_t Calibrate(const std::function<void()>& fn, double batch) {
-  fn();  // warm up (page faults, caches, thread wake-up)
-  for (int64_t iters = 1;; iters *= 2) {
-    const auto start = Clock::now();
-    for (int64_t i = 0; i < iters; ++i) fn();
-    if (std::chrono::duration<double>(Clock::now() - start).count() >= batch ||
-        iters > (int64_t{1} << 30)) {
-      return iters;
-    }
-  }
-}
-
-double TimeBatch(const std::function<void()>& fn, int64_t iters) {
-  const auto start = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) fn();
-  return std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(iters);
-}
-
-// The kernel and memcpy timed in alternating batches (`repeats` of each, at least
-// min_time / repeats seconds a batch): the machine's memory bandwidth drifts by tens of
-// percent over seconds on a shared VM, and neighbouring batches see the same drift.
-// Returns the median seconds per call of each and the median of the batch pairs' ratios
-// (memcpy time / kernel time: the kernel's speed as a fraction of memcpy's).
-struct PairTiming {
-  double kernel, copy, ratio;
-};
-PairTiming TimeAgainstCopy(const std::function<void()>& kernel, const std::function<void()>& copy,
-                           double min_time, int repeats = 7) {
-  const int64_t ik = Calibrate(kernel, min_time / repeats);
-  const int64_t ic = Calibrate(copy, min_time / repeats);
-  std::vector<double> tk, tc, ratio;
-  for (int r = 0; r < repeats; ++r) {
-    tk.push_back(TimeBatch(kernel, ik));
-    tc.push_back(TimeBatch(copy, ic));
-    ratio.push_back(tc.back() / tk.back());
-  }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(tk), median(tc), median(ratio)};
 }
 
 // Median seconds per call of fn, each call timed alone after a sleep of gap_us: calls

@@ -1,0 +1,134 @@
+// How the row kernel (row_norm_simd.cc) reads and groups rows, by op, dtype and size:
+// where a row's later passes read it (RowSource), which rows go in groups or through the
+// one-loop pass, and how much of a later row a row's epilogue fetches. Each rule says what
+// it was measured against (BENCHMARKS.md, issue 16). Plain functions of the arguments and
+// the L2's size, the same on every SIMD target. Stateless; safe from any thread.
+#ifndef NORMD_KERNELS_CPU_ROW_PLAN_H_
+#define NORMD_KERNELS_CPU_ROW_PLAN_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/cache_size.h"
+#include "kernels/cpu/row_norm_simd.h"
+#include "normd/kernels/dtype.h"
+#include "normd/kernels/ops.h"
+
+namespace normd::kernels::cpu {
+
+// Where a row's later passes read it. An f32 row without a residual add is read in place
+// (LoadRow writes no fp32 copy to store and load back: a 1x4096 call moves a third fewer
+// bytes through L1), and so is an f32 h (x + alpha * skip, written by the load pass). A
+// large f16/bf16 row without a residual add is too, widened again by the epilogue: that
+// saves a store stream where memory is the limit (RMSNorm bf16 at 4096x4096 0.66-0.74 ->
+// 0.80-0.84 of memcpy), while in cache the second widening costs more than the buffer
+// (L2Norm bf16 at 1x4096 10% slower). So is a large f16/bf16 row with a residual added,
+// from kReformCols columns: the epilogue forms h = x + alpha * skip again from x and skip,
+// which LoadRow has just brought into the cache, rather than reading a 16 KiB fp32 buffer
+// (at 4096 columns) that crowds them out of L1. One thread, four alternating rounds
+// (BENCHMARKS.md, issue 16, twenty-second session): fused add+RMSNorm f16/bf16 4096x4096
+// 37-38 -> 42-43 GB/s and 1024x65536 31-33 -> 43; fused add+LayerNorm f16 4096x4096
+// 26.4 -> 30.7 and 1024x65536 26 -> 37, bf16 1024x65536 28 -> 31, bf16 4096x4096 unchanged.
+// At 1024 columns, where the buffer stays in L1, the second widening cost bf16 27-43%
+// (twenty-first session). Everything else goes through the fp32 buffer.
+constexpr int64_t kReformCols = 4096;
+struct RowSource {
+  bool in_place;  // LoadRow writes no buffer
+  bool typed;     // the epilogue reads the f16/bf16 input (else fp32)
+  bool reform;    // ... and the skip, forming h = x + alpha * skip again
+};
+inline RowSource SourceOf(const RowNormArgs& a, bool h, bool large) {
+  const bool add = a.residual == ResidualPlacement::kAddThenNorm;
+  const bool f32 = a.x.dtype == DType::kF32;
+  const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight;
+  const bool reform = add && !f32 && large && !cast && a.cols >= kReformCols;
+  const bool typed = (!add && !f32 && large) || reform;
+  return {(!add && f32) || (add && f32 && h) || typed, typed, reform};
+}
+
+// f16/bf16 rows of at most kShortRowCols columns take their statistics kShortGroup at a
+// time. Measured at 128 columns (QK-norm, alternating runs): groups of 4 sped f16/bf16 up
+// 10-13%, groups of 2 by 2%, groups of 8 slowed them 25%; f32, already at 0.9 of memcpy
+// there, ran 0-10% slower in groups of 4.
+// Large f16/bf16 rows without a residual, up to kGroupedStreamCols columns, go in groups
+// too, which also fetches four rows ahead instead of one. Alternating rounds at 4096x4096
+// and 16384x1024, one thread, medians (BENCHMARKS.md, issue 16, twentieth session): RMSNorm,
+// Gemma's, Hugging Face's and L2 +2-25% (L2 f16 at 1024 columns -4%), LayerNorm +15-22% at
+// 1024 columns and unchanged at 4096; two threads, bound by memory, within 0.92-1.16. The
+// residual forms ran 8-44% slower in groups, RMSNorm with partial statistics in bf16
+// 11-17%, and in cache (8x4096, 64x4096) groups of 4096 columns cost RMSNorm and L2 5-15%.
+constexpr int64_t kShortRowCols = 512;
+constexpr int kShortGroup = 4;
+constexpr int64_t kGroupedStreamCols = 4096;
+
+// How much of the next row a large row's epilogue prefetches: its first kPrefetchBytes, so
+// that the next statistics pass does not begin on a miss; the hardware prefetchers keep
+// ahead from there (all of it where it fits in L2: WholeNextRowFits, below). All of a long
+// row did not fit on a 1 MiB L2: at 65536 f32 columns the row, the next row and the weight
+// and bias are 1 MiB, the Zen 4's whole L2. Measured at 1024x65536 (one
+// thread, alternating runs; BENCHMARKS.md, issue 16, nineteenth session): capped, LayerNorm
+// f32 0.65-0.71 -> 0.85-0.87 of memcpy, f16/bf16 0.50-0.54 -> 0.79-0.85, RMSNorm 0.72-0.80
+// -> 0.90-0.95. Two kinds of row ran faster with all of it, and keep it: RMSNorm's partial
+// statistics (the rest of the row comes from memory in the epilogue otherwise: f16/bf16
+// 0.83-0.89 -> 0.54 capped) and Hugging Face's cast before the weight in f16/bf16 (an
+// epilogue with more arithmetic: 1.01-1.07 -> 0.75-0.79 capped). 8, 16 and 32 KiB measured
+// the same; rows up to 16 KiB (4096 f32 columns) are prefetched whole as before.
+// LayerNorm then add reads its residual only in the epilogue: the next row's residual is
+// prefetched whole beside the input (it was not before). One thread, f16/bf16, two A/B
+// runs: 4096x4096 0.36-0.51 -> 0.59-0.80 of memcpy, 1024x65536 0.46-0.55 -> 0.60-0.78,
+// 16384x1024 unchanged within its spread (0.55-0.81 -> 0.51-0.85). The fused adds, whose
+// statistics read the residual, ran 0-10% slower with its next row prefetched too (capped
+// as the input's) while they kept an fp32 row buffer; without it (h formed again, from
+// kReformCols columns) they prefetch it, capped: one thread, three alternating rounds
+// (twenty-second session), 4096x4096 fused add+RMSNorm f16/bf16 40-41 -> 55-56 GB/s,
+// fused add+LayerNorm f16 29.5 -> 39, bf16 25.6 -> 39; 1024x65536 unchanged (all of the
+// row instead: 7-9% slower there, but for LayerNorm bf16).
+constexpr int64_t kPrefetchBytes = 16 << 10;
+
+// Whether all of the next row fits beside what a row's epilogue reads: the row (in place or
+// its fp32 buffer), the fp32 weight and bias, a skip it adds, and the next row's input and
+// skip, together less than half of L2. Then the epilogue prefetches all of the next row,
+// so that memory keeps reading while the epilogue works from L2. On a 2 MiB L2 (an Intel
+// Xeon VM; BENCHMARKS.md, issue 16, twenty-eighth session), 1024x65536, one thread, two
+// alternating rounds, ratio to a streamed memcpy: RMSNorm f32 0.63-0.64 -> 0.71-0.73, L2
+// f32 0.66 -> 0.73, f16/bf16 0.60-0.65 -> 0.71-0.72, LayerNorm f16 0.50-0.52 -> 0.57-0.58;
+// the other rows within the rounds' spread. LayerNorm f32 (1 MiB) and the fused adds stay
+// capped (all of the row cost fused add+LayerNorm f32 0.63-0.65 -> 0.50-0.51 in a build
+// with the cap as a switch). On a 1 MiB L2 (the Zen 4 of earlier sessions) the rule keeps
+// capped every row that the nineteenth session measured faster capped but L2-norm f16/bf16
+// (256 KiB with the next row): 0.95-0.97 capped there, 0.88-0.90 whole.
+inline bool WholeNextRowFits(const RowNormArgs& a, const RowSource& source, const RowParams& p) {
+  const int64_t in = a.cols * static_cast<int64_t>(ElementSize(a.x.dtype));
+  const int64_t f32 = a.cols * static_cast<int64_t>(sizeof(float));
+  const bool skip = a.residual == ResidualPlacement::kNormThenAdd || source.reform;
+  const int64_t bytes = (source.in_place ? in : f32) + (p.weight != nullptr ? f32 : 0) +
+                        (p.bias != nullptr ? f32 : 0) + (skip ? 2 * in : 0) + in;
+  return 2 * bytes < L2CacheBytes();
+}
+
+// Where rows are short the next row is too near: a row of 1024 f32 columns (4 KiB) is
+// read in about 100 ns, a memory latency. Such rows fetch the row 16 KiB ahead. One
+// thread, five alternating rounds at 16384x1024 (BENCHMARKS.md, issue 16, twenty-second
+// session), GB/s medians: LayerNorm, RMSNorm, Gemma's, L2 f32 43-47 -> 50-54.5, LayerNorm
+// then add f32 39.6 -> 46.1, f16 32.0 -> 36.5, bf16 25.6 -> 27.5; RMSNorm's partial
+// statistics and Hugging Face's cast in f16/bf16 unchanged. Rows of 8 KiB (LayerNorm then
+// add f16/bf16 at 4096 columns, two rows ahead) ran 0-9% slower, and the fused adds'
+// (buffered) 1024-column rows 25% slower: they fetch the next row.
+constexpr int64_t kPrefetchAheadBytes = 16 << 10;
+
+// The columns of the large f16/bf16 rows without a residual (nor partial statistics, nor
+// Hugging Face's cast) that take one loop for a row's epilogue and the next row's sums
+// (fused_rows.cc) rather than the two passes a row: there memory reads and writes at once,
+// as in a copy, where the passes took turns. One thread / two, ratio to a streamed memcpy,
+// three alternating rounds (BENCHMARKS.md, issue 16, thirty-first session, an Intel VM):
+// at 4096x4096 LayerNorm f16/bf16 0.55-0.64 -> 0.71-0.81 / 0.62-0.68 -> 0.73-0.85,
+// RMSNorm, Gemma's and L2 0.68-0.82 -> 0.72-0.88 / 0.69-0.82 -> 0.78-0.91; at 16384x1024
+// 0.59-0.75 -> 0.66-0.86 / 0.63-0.78 -> 0.71-0.90. At 1024x65536 (rows of 128 KiB) it lost
+// (LayerNorm f16 0.41-0.50 -> 0.38-0.43, L2 bf16 0.74-0.85 -> 0.51-0.62), and rows between
+// 4096 and 65536 columns were not measured: they keep the two passes. Fetching a later row
+// in the loop as well moved the rows both ways.
+constexpr int64_t kFusedMinCols = 1024;
+constexpr int64_t kFusedMaxCols = 4096;
+
+}  // namespace normd::kernels::cpu
+
+#endif  // NORMD_KERNELS_CPU_ROW_PLAN_H_
