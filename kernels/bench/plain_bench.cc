@@ -6,9 +6,9 @@
 // normd's speed as a fraction of the plain kernel's. Where normd is near the plain kernel
 // and both are below memcpy, the passes, not normd's code, set the pace on that machine.
 // The plain kernel's outputs are checked against normd's first (the largest difference,
-// relative to the largest output, within a few of the dtype's ulps), so that both compute
-// the same thing. Bytes counted: x read once and y written once, as normd-kernel-bench
-// counts these cases.
+// relative to the largest output, within Tolerance: 2e-4 in f32, four ulps of 1 in
+// f16/bf16), so that both compute the same thing. Bytes counted: x read once and y
+// written once, as normd-kernel-bench counts these cases.
 //
 //   normd-plain-bench [--filter REGEX] [--min-time SECONDS]
 #include <algorithm>
@@ -75,11 +75,14 @@ double Difference(DType t, const void* a, const void* b, int64_t n) {
   return top > 0 ? diff / top : diff;
 }
 
-// A few ulps of dtype t at the largest output: what two correct kernels may differ by.
+// What the plain kernel's outputs may differ from normd's by, relative to the largest
+// output: four ulps of 1 in f16/bf16 (outputs of a few units, each rounded once), and in
+// f32 what the plain kernels' fp32 sums (one accumulator down 3136 rows, channels last)
+// may lose, 3136 * 2^-24 = 1.9e-4 at worst; measured up to 1.1e-5.
 double Tolerance(DType t) {
   switch (t) {
     case DType::kF32:
-      return 1e-4;  // the statistics differ in their last bits, scaled by |x - mean|
+      return 2e-4;
     case DType::kF16:
       return 4.0 / 1024;
     case DType::kBF16:
