@@ -1,11 +1,11 @@
 #include "kernels/bench/bench_cases.h"
 
 #include <memory>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hwy/aligned_allocator.h"
+#include "kernels/bench/bench_inputs.h"
 #include "normd/kernels/reference.h"
 
 namespace normd::kernels::bench {
@@ -18,14 +18,7 @@ struct Buf {
   int64_t n;
   Buf(DType t, int64_t count, uint64_t seed) : dtype(t), n(count) {
     bytes = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t)));
-    std::mt19937 rng(static_cast<uint32_t>(seed));
-    std::normal_distribution<float> dist(0.5f, 2.0f);
-    const int64_t pattern = std::min<int64_t>(n, 1 << 16);  // fill fast: repeat a pattern
-    for (int64_t i = 0; i < pattern; ++i) StoreElement(t, bytes.get(), i, dist(rng));
-    for (int64_t i = pattern; i < n; i += pattern) {
-      std::memcpy(bytes.get() + i * ElementSize(t), bytes.get(),
-                  static_cast<size_t>(std::min(pattern, n - i) * ElementSize(t)));
-    }
+    FillNormal(t, bytes.get(), n, static_cast<uint32_t>(seed));
   }
   ConstTensor view() const { return {dtype, bytes.get(), n}; }
   MutTensor mut() { return {dtype, bytes.get(), n}; }

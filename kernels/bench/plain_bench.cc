@@ -18,7 +18,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <random>
 #include <regex>
 #include <string>
 #include <utility>
@@ -26,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hwy/aligned_allocator.h"
+#include "kernels/bench/bench_inputs.h"
 #include "kernels/bench/bench_timing.h"
 #include "kernels/bench/plain_kernels.h"
 #include "normd/kernels/cpu_backend.h"
@@ -35,19 +35,10 @@ namespace {
 
 using Bytes = hwy::AlignedFreeUniquePtr<unsigned char[]>;
 
-// n elements of dtype t from N(0.5, 2), as normd-kernel-bench's inputs (a pattern of 2^16
-// repeated).
+// n elements of dtype t, normd-kernel-bench's inputs (FillNormal).
 Bytes Filled(DType t, int64_t n, uint32_t seed) {
-  const size_t esize = ElementSize(t);
-  Bytes b = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n) * esize);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.5f, 2.0f);
-  const int64_t pattern = std::min<int64_t>(n, 1 << 16);
-  for (int64_t i = 0; i < pattern; ++i) StoreElement(t, b.get(), i, dist(rng));
-  for (int64_t i = pattern; i < n; i += pattern) {
-    std::memcpy(b.get() + i * esize, b.get(),
-                static_cast<size_t>(std::min(pattern, n - i)) * esize);
-  }
+  Bytes b = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t)));
+  FillNormal(t, b.get(), n, seed);
   return b;
 }
 Bytes Zeroed(DType t, int64_t n) {

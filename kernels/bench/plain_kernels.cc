@@ -26,18 +26,21 @@ using cpu::HWY_NAMESPACE::StoreAs;
 using cpu::HWY_NAMESPACE::StreamAs;
 using cpu::HWY_NAMESPACE::V;
 
-// The mean and inverse deviation of n elements from fp32 sums of x - x[0], or (kRms) 0
-// and the inverse root mean square from fp32 sums of x^2.
+// The mean and inverse deviation of a unit's elements from fp32 sums of x - k, k the
+// unit's first element, or (kRms) 0 and the inverse root mean square from fp32 sums of
+// x^2: a run at a time added into two accumulators a sum (AddRun), the tails in double.
 struct Stats {
   float mean, scale;
 };
+struct Tail {
+  double sum = 0, sq = 0;  // of the elements past the last whole pair of vectors
+  int64_t count = 0;       // all elements added
+};
 template <DType kT, bool kRms>
-HWY_INLINE Stats RunStats(const void* x, int64_t n, double eps) {
+HWY_INLINE void AddRun(const void* x, int64_t n, float k, V& s0, V& s1, V& q0, V& q1, Tail& tail) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const float k = kRms ? 0.0f : LoadElement(kT, x, 0);
   const V vk = hn::Set(d, k);
-  V s0 = hn::Zero(d), s1 = s0, q0 = s0, q1 = s0;
   int64_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
     V a = LoadAs<kT>(d, Offset(x, kT, i)), b = LoadAs<kT>(d, Offset(x, kT, i + N));
@@ -50,16 +53,29 @@ HWY_INLINE Stats RunStats(const void* x, int64_t n, double eps) {
     q0 = hn::MulAdd(a, a, q0);
     q1 = hn::MulAdd(b, b, q1);
   }
-  double sum = kRms ? 0.0 : hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
-  double sq = hn::GetLane(hn::SumOfLanes(d, hn::Add(q0, q1)));
   for (; i < n; ++i) {
     const double c = LoadElement(kT, x, i) - k;
-    sum += c;
-    sq += c * c;
+    tail.sum += c;
+    tail.sq += c * c;
   }
-  const double mc = kRms ? 0.0 : sum / static_cast<double>(n);
-  const double var = sq / static_cast<double>(n) - mc * mc;
-  return {static_cast<float>(k + mc), static_cast<float>(1.0 / std::sqrt(var + eps))};
+  tail.count += n;
+}
+template <DType kT, bool kRms>
+HWY_INLINE Stats StatsOf(float k, V s0, V s1, V q0, V q1, const Tail& tail, double eps) {
+  const D d;
+  const double n = static_cast<double>(tail.count);
+  const double sum = kRms ? 0.0 : tail.sum + hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+  const double sq = tail.sq + hn::GetLane(hn::SumOfLanes(d, hn::Add(q0, q1)));
+  const double mc = sum / n;
+  return {static_cast<float>(k + mc), static_cast<float>(1.0 / std::sqrt(sq / n - mc * mc + eps))};
+}
+template <DType kT, bool kRms>
+HWY_INLINE Stats RunStats(const void* x, int64_t n, double eps) {
+  const float k = kRms ? 0.0f : LoadElement(kT, x, 0);
+  V s0 = hn::Zero(D()), s1 = s0, q0 = s0, q1 = s0;
+  Tail tail;
+  AddRun<kT, kRms>(x, n, k, s0, s1, q0, q1, tail);
+  return StatsOf<kT, kRms>(k, s0, s1, q0, q1, tail, eps);
 }
 
 // y = ((x - mean) * scale) * w + b over n elements (kW, kB: w, b per element), streamed
@@ -181,35 +197,14 @@ void SamplesT(const void* x, int64_t samples, int64_t rows, int64_t cols, double
 
 template <DType kT>
 void ChannelsT(const void* x, int64_t n, int64_t c, int64_t s, double eps, void* y) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t ch = 0; ch < c; ++ch) {
     const float k = LoadElement(kT, x, ch * s);
-    const V vk = hn::Set(d, k);
-    V s0 = hn::Zero(d), s1 = s0, q0 = s0, q1 = s0;
-    double sum = 0, sq = 0;
+    V s0 = hn::Zero(D()), s1 = s0, q0 = s0, q1 = s0;
+    Tail tail;
     for (int64_t b = 0; b < n; ++b) {
-      const void* run = Offset(x, kT, (b * c + ch) * s);
-      int64_t i = 0;
-      for (; i + 2 * N <= s; i += 2 * N) {
-        const V a0 = hn::Sub(LoadAs<kT>(d, Offset(run, kT, i)), vk);
-        const V a1 = hn::Sub(LoadAs<kT>(d, Offset(run, kT, i + N)), vk);
-        s0 = hn::Add(s0, a0);
-        s1 = hn::Add(s1, a1);
-        q0 = hn::MulAdd(a0, a0, q0);
-        q1 = hn::MulAdd(a1, a1, q1);
-      }
-      for (; i < s; ++i) {
-        const double a = LoadElement(kT, run, i) - k;
-        sum += a;
-        sq += a * a;
-      }
+      AddRun<kT, false>(Offset(x, kT, (b * c + ch) * s), s, k, s0, s1, q0, q1, tail);
     }
-    sum += hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
-    sq += hn::GetLane(hn::SumOfLanes(d, hn::Add(q0, q1)));
-    const double count = static_cast<double>(n * s), mc = sum / count;
-    const Stats st{static_cast<float>(k + mc),
-                   static_cast<float>(1.0 / std::sqrt(sq / count - mc * mc + eps))};
+    const Stats st = StatsOf<kT, false>(k, s0, s1, q0, q1, tail, eps);
     for (int64_t b = 0; b < n; ++b) {
       const int64_t off = (b * c + ch) * s;
       RunOut<kT, false, false, false>(Offset(x, kT, off), s, st, nullptr, nullptr, nullptr,
