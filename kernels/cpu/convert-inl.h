@@ -267,6 +267,49 @@ HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
   return static_cast<char*>(p) + i * ElementSize(t);
 }
 
+// Whether StoreAs2 and StreamAs2 store a pair of vectors as one: with AVX512_BF16 (AVX3_DL
+// here) one vcvtne2ps2bf16 rounds 32 floats to bf16, where two vcvtneps2bf16 took about
+// twice the work (a probe, 4096 floats in L1 rounded and stored: 171 -> 135 ns; with a
+// LayerNorm epilogue's arithmetic, 500 -> 390 ns). One thread, alternating rounds of the
+// kernels with and without (BENCHMARKS.md, issue 16, thirty-fourth session): bf16 rows in
+// cache 3-14% faster (LayerNorm 8x4096 0.23-0.25 -> 0.26-0.27 of memcpy, fused add+RMSNorm
+// 0.43-0.44 -> 0.48-0.49; RMSNorm 1x4096 521 -> 478 ns a call), channels-first channel ops
+// 0-8%; large rows within the VM's spread. Elsewhere each vector is stored as StoreAs and
+// StreamAs store it.
+template <DType kT>
+inline constexpr bool kPairedStores = NORMD_NATIVE_BF16&& kT == DType::kBF16;
+
+// v0 and v1 rounded to t and stored at p and the next vector's place: the same bits as two
+// StoreAs.
+template <DType kT>
+HWY_INLINE void StoreAs2(D d, V v0, V v1, void* p) {
+#if NORMD_NATIVE_BF16
+  if constexpr (kT == DType::kBF16) {
+    (void)d;
+    _mm512_storeu_si512(p, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1.raw, v0.raw)));
+    return;
+  }
+#endif
+  StoreAs<kT>(d, v0, p);
+  StoreAs<kT>(d, v1, Offset(p, kT, static_cast<int64_t>(hn::Lanes(d))));
+}
+
+// StreamAs of v0 and v1 at p and the next vector's place. REQUIRES: p aligned to the two
+// stored vectors' size where kPairedStores (a whole cache line), else to one's.
+template <DType kT>
+HWY_INLINE void StreamAs2(D d, V v0, V v1, void* p) {
+#if NORMD_NATIVE_BF16
+  if constexpr (kT == DType::kBF16) {
+    (void)d;
+    _mm512_stream_si512(static_cast<__m512i*>(p),
+                        reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1.raw, v0.raw)));
+    return;
+  }
+#endif
+  StreamAs<kT>(d, v0, p);
+  StreamAs<kT>(d, v1, Offset(p, kT, static_cast<int64_t>(hn::Lanes(d))));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu
 HWY_AFTER_NAMESPACE();

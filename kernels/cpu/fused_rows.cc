@@ -85,19 +85,37 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // Block k: the next row's block at i = k * block, this row's output from head + i (its
   // vector-aligned part). With a head, the last block of sums has no output beside it.
   const int64_t blocks = (n - head) / block;
-  for (int64_t i = 0; i < blocks * block; i += block) {
-    V c[kVectors];
-    // Unrolled, so that the array becomes registers (GCC keeps it in memory otherwise).
+  const auto value = [&](int64_t at) HWY_ATTR __attribute__((always_inline)) {
+    return EpilogueValue<kT, kT, false, kW, kB, false, false, kM>(
+        d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
+        kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, nullptr);
+  };
+  // Pairs of vectors streamed as one (StreamAs2) where y's aligned part starts on a pair.
+  if (kPairedStores<kT> &&
+      reinterpret_cast<uintptr_t>(Offset(y, kT, head)) % (2 * N * ElementSize(kT)) == 0) {
+    for (int64_t i = 0; i < blocks * block; i += block) {
+      V c[kVectors];
+      // Unrolled, so that the array becomes registers (GCC keeps it in memory otherwise).
 #pragma GCC unroll 16
-    for (int j = 0; j < kVectors; ++j) {
-      c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
-      const int64_t at = head + i + j * N;
-      const V v = EpilogueValue<kT, kT, false, kW, kB, false, false, kM>(
-          d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
-          kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, nullptr);
-      StreamAs<kT>(d, v, Offset(y, kT, at));
+      for (int j = 0; j < kVectors; j += 2) {
+        c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
+        c[j + 1] = term(LoadAs<kT>(d, Offset(next, kT, i + (j + 1) * N)));
+        const int64_t at = head + i + j * N;
+        StreamAs2<kT>(d, value(at), value(at + N), Offset(y, kT, at));
+      }
+      flush(c);
     }
-    flush(c);
+  } else {
+    for (int64_t i = 0; i < blocks * block; i += block) {
+      V c[kVectors];
+#pragma GCC unroll 16
+      for (int j = 0; j < kVectors; ++j) {
+        c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
+        const int64_t at = head + i + j * N;
+        StreamAs<kT>(d, value(at), Offset(y, kT, at));
+      }
+      flush(c);
+    }
   }
   for (int64_t i = blocks * block; i < n; i += block) {
     V c[kVectors];

@@ -131,10 +131,28 @@ HWY_INLINE void NarrowRowStore(const void* x, int64_t n, float scale, const floa
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const V vs = hn::Set(d, scale), zero = hn::Zero(d);
-  for (int64_t i = 0; i < n; i += N) {
-    const V v = EpilogueValue<kT, kT, kCast, kW, kB, /*kS=*/false, /*kR=*/false, /*kM=*/false>(
+  const auto value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    return EpilogueValue<kT, kT, kCast, kW, kB, /*kS=*/false, /*kR=*/false, /*kM=*/false>(
         d, Offset(x, kT, i), zero, vs, zero, kW ? hn::LoadU(d, w + i) : zero,
         kB ? hn::LoadU(d, b + i) : zero, zero, nullptr);
+  };
+  // Pairs of vectors stored as one (StoreAs2) where the row is a whole number of pairs and,
+  // streamed, starts on one.
+  if (kPairedStores<kT> && n % (2 * N) == 0 &&
+      (!kStream || reinterpret_cast<uintptr_t>(y) % (2 * N * ElementSize(kT)) == 0)) {
+    for (int64_t i = 0; i < n; i += 2 * N) {
+      if constexpr (kStream) {
+        StreamAs2<kT>(d, value(i), value(i + N), Offset(y, kT, i));
+      } else {
+        StoreAs2<kT>(d, value(i), value(i + N), Offset(y, kT, i));
+      }
+    }
+    (void)w;
+    (void)b;
+    return;
+  }
+  for (int64_t i = 0; i < n; i += N) {
+    const V v = value(i);
     if constexpr (kStream) {
       StreamAs<kT>(d, v, Offset(y, kT, i));
     } else {

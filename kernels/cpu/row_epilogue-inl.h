@@ -176,16 +176,64 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   };
   int64_t i = 0;
   const int64_t head = stream ? StreamHead(out, esize, N, n) : -1;
-  if (head >= 0) {
-    if (head > 0) tail(0, head);
-    for (i = fetching(head, stream_at); i + N <= n; i += N) stream_at(i);
-  } else if (e.backwards) {
-    const int64_t whole = n / N * N;
-    if (whole < n) tail(whole, n - whole);
-    for (int64_t j = whole - N; j >= 0; j -= N) store_at(j);
-    i = n;
+  if constexpr (kPairedStores<t>) {
+    // Two vectors a step, stored as one (StoreAs2): the same fetches as `fetching`.
+    const auto fetching2 = [&](int64_t j, const auto& put2) HWY_ATTR
+        __attribute__((always_inline)) {
+      for (; j + 2 * N <= n && j < fetch_end; j += 2 * N) {
+        fetch(j);
+        if constexpr (!kLines) fetch(j + N);
+        put2(j);
+      }
+      return j;
+    };
+    const auto stream2_at = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+      StreamAs2<t>(d, at(j), at(j + N), Offset(out, t, j));
+    };
+    const auto store2_at = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+      StoreAs2<t>(d, at(j), at(j + N), Offset(out, t, j));
+    };
+    if (head >= 0) {
+      if (head > 0) tail(0, head);
+      i = head;
+      // A pair is streamed whole-line aligned: one vector first where y is half a pair off.
+      if (i + N <= n && reinterpret_cast<uintptr_t>(Offset(out, t, i)) % (2 * N * esize) != 0) {
+        fetch(i);
+        stream_at(i);
+        i += N;
+      }
+      for (i = fetching2(i, stream2_at); i + 2 * N <= n; i += 2 * N) stream2_at(i);
+      if (i + N <= n) {
+        fetch(i);
+        stream_at(i);
+        i += N;
+      }
+    } else if (e.backwards) {
+      const int64_t whole = n / N * N;
+      if (whole < n) tail(whole, n - whole);
+      int64_t j = whole - 2 * N;
+      for (; j >= 0; j -= 2 * N) store2_at(j);
+      if (j + N == 0) store_at(0);
+      i = n;
+    }
+    for (i = fetching2(i, store2_at); i + 2 * N <= n; i += 2 * N) store2_at(i);
+    if (i + N <= n) {
+      fetch(i);
+      store_at(i);
+      i += N;
+    }
+  } else {
+    if (head >= 0) {
+      if (head > 0) tail(0, head);
+      for (i = fetching(head, stream_at); i + N <= n; i += N) stream_at(i);
+    } else if (e.backwards) {
+      const int64_t whole = n / N * N;
+      if (whole < n) tail(whole, n - whole);
+      for (int64_t j = whole - N; j >= 0; j -= N) store_at(j);
+      i = n;
+    }
+    for (i = fetching(i, store_at); i + N <= n; i += N) store_at(i);
   }
-  for (i = fetching(i, store_at); i + N <= n; i += N) store_at(i);
   if (i < n) tail(i, n - i);
   (void)weight;
   (void)bias;
@@ -238,19 +286,41 @@ void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogu
   const float *weight = e0.weight, *bias = e0.bias;
   const void *skip0 = e0.skip, *skip1 = e1.skip;
   const int64_t whole = n / N * N;
-  const auto pair = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+  // Both rows' vectors at i.
+  const auto values = [&](int64_t i, V * y0, V * y1) HWY_ATTR __attribute__((always_inline)) {
     const V w = kW ? hn::LoadU(d, weight + i) : hn::Zero(d);
     const V b = kB ? hn::LoadU(d, bias + i) : hn::Zero(d);
-    const V y0 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src0, kSrc, i), vhi0, vs0,
-                                                             vlos0, w, b, valpha,
-                                                             kS ? Offset(skip0, kIn, i) : nullptr);
-    const V y1 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src1, kSrc, i), vhi1, vs1,
-                                                             vlos1, w, b, valpha,
-                                                             kS ? Offset(skip1, kIn, i) : nullptr);
+    *y0 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src0, kSrc, i), vhi0, vs0, vlos0, w,
+                                                      b, valpha,
+                                                      kS ? Offset(skip0, kIn, i) : nullptr);
+    *y1 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src1, kSrc, i), vhi1, vs1, vlos1, w,
+                                                      b, valpha,
+                                                      kS ? Offset(skip1, kIn, i) : nullptr);
+  };
+  const auto pair = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    V y0, y1;
+    values(i, &y0, &y1);
     StoreAs<kOut>(d, y0, Offset(out0, kOut, i));
     StoreAs<kOut>(d, y1, Offset(out1, kOut, i));
   };
-  if (e0.backwards) {
+  if constexpr (kPairedStores<kOut>) {
+    // Two vectors of each row a step, each row's stored as one (StoreAs2).
+    const auto quad = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+      V y0, y1, z0, z1;
+      values(i, &y0, &y1);
+      values(i + N, &z0, &z1);
+      StoreAs2<kOut>(d, y0, z0, Offset(out0, kOut, i));
+      StoreAs2<kOut>(d, y1, z1, Offset(out1, kOut, i));
+    };
+    const int64_t pairs = n / (2 * N) * (2 * N);
+    if (e0.backwards) {
+      if (pairs < whole) pair(pairs);
+      for (int64_t i = pairs - 2 * N; i >= 0; i -= 2 * N) quad(i);
+    } else {
+      for (int64_t i = 0; i < pairs; i += 2 * N) quad(i);
+      if (pairs < whole) pair(pairs);
+    }
+  } else if (e0.backwards) {
     for (int64_t i = whole - N; i >= 0; i -= N) pair(i);
   } else {
     for (int64_t i = 0; i < whole; i += N) pair(i);

@@ -3,7 +3,8 @@
 // against the compiler's _Float16 and a nearest search): f16 and bf16 widening over all
 // 65536 patterns; narrowing on every representable value, on each tie between neighbours
 // and just either side of it, on subnormals, overflow, infinities, NaN, and a large
-// random sample of f32 patterns. A truncating or round-half-up store fails the ties.
+// random sample of f32 patterns, a vector at a time and two at a time (StoreAs2 and
+// StreamAs2, as the epilogues store). A truncating or round-half-up store fails the ties.
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kernels/convert_simd_test.cc"
@@ -14,6 +15,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -37,11 +39,32 @@ void NarrowT(const float* in, size_t n, void* out) {
     StoreAs<kT>(d, hn::LoadU(d, in + i), Offset(out, kT, i));
 }
 
+// The same two vectors a step through StoreAs2, or StreamAs2 (`out` 64-byte aligned), as the
+// kernels' epilogues store bf16 (n a multiple of two vectors).
+template <DType kT>
+void NarrowPairsT(const float* in, size_t n, void* out, bool stream) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  for (size_t i = 0; i < n; i += 2 * N) {
+    const V a = hn::LoadU(d, in + i), b = hn::LoadU(d, in + i + N);
+    if (stream) {
+      StreamAs2<kT>(d, a, b, Offset(out, kT, static_cast<int64_t>(i)));
+    } else {
+      StoreAs2<kT>(d, a, b, Offset(out, kT, static_cast<int64_t>(i)));
+    }
+  }
+  hwy::FlushStream();
+}
+
 void WidenImpl(DType t, const void* in, size_t n, float* out) {
   t == DType::kF16 ? WidenT<DType::kF16>(in, n, out) : WidenT<DType::kBF16>(in, n, out);
 }
 void NarrowImpl(DType t, const float* in, size_t n, void* out) {
   t == DType::kF16 ? NarrowT<DType::kF16>(in, n, out) : NarrowT<DType::kBF16>(in, n, out);
+}
+void NarrowPairsImpl(DType t, const float* in, size_t n, void* out, bool stream) {
+  t == DType::kF16 ? NarrowPairsT<DType::kF16>(in, n, out, stream)
+                   : NarrowPairsT<DType::kBF16>(in, n, out, stream);
 }
 size_t LanesImpl() { return hn::Lanes(D()); }
 // Whether this target's bf16 narrowing is the hardware's (AVX512_BF16), which reads
@@ -60,16 +83,17 @@ HWY_AFTER_NAMESPACE();
 namespace normd::kernels::cpu {
 HWY_EXPORT(WidenImpl);
 HWY_EXPORT(NarrowImpl);
+HWY_EXPORT(NarrowPairsImpl);
 HWY_EXPORT(LanesImpl);
 HWY_EXPORT(NativeBF16Impl);
 namespace {
 
 using normd::testing::ForEachTarget;
 
-// Pads `v` to a multiple of the current target's vector length.
+// Pads `v` to a multiple of `vectors` of the current target's vectors.
 template <class T>
-void Pad(std::vector<T>* v) {
-  const size_t lanes = HWY_DYNAMIC_DISPATCH(LanesImpl)();
+void Pad(std::vector<T>* v, size_t vectors = 1) {
+  const size_t lanes = HWY_DYNAMIC_DISPATCH(LanesImpl)() * vectors;
   v->resize((v->size() + lanes - 1) / lanes * lanes);
 }
 
@@ -127,12 +151,24 @@ std::vector<float> NarrowingCases(DType t) {
   return v;
 }
 
-void ExpectNarrowsLikeScalar(DType t) {
+// How the narrowing stores: a vector at a time (StoreAs), two (StoreAs2), or two streamed
+// (StreamAs2).
+enum class Stores { kOne, kPairs, kStreamedPairs };
+
+void ExpectNarrowsLikeScalar(DType t, Stores stores = Stores::kOne) {
   std::vector<float> in = NarrowingCases(t);
   const size_t n = in.size();
-  Pad(&in);
-  std::vector<uint16_t> got(in.size());
-  HWY_DYNAMIC_DISPATCH(NarrowImpl)(t, in.data(), in.size(), got.data());
+  Pad(&in, 2);
+  // 64-byte aligned for the streamed pairs: 32 u16 of slack.
+  std::vector<uint16_t> space(in.size() + 32);
+  uint16_t* got = space.data();
+  while (reinterpret_cast<uintptr_t>(got) % 64 != 0) ++got;
+  if (stores == Stores::kOne) {
+    HWY_DYNAMIC_DISPATCH(NarrowImpl)(t, in.data(), in.size(), got);
+  } else {
+    HWY_DYNAMIC_DISPATCH(NarrowPairsImpl)
+    (t, in.data(), in.size(), got, stores == Stores::kStreamedPairs);
+  }
   const bool native_bf16 = HWY_DYNAMIC_DISPATCH(NativeBF16Impl)();
   int failures = 0;
   for (size_t i = 0; i < n && failures < 5; ++i) {
@@ -160,6 +196,17 @@ TEST(ConvertSimdTest, F16NarrowingRoundsToNearestEven) {
 
 TEST(ConvertSimdTest, BF16NarrowingRoundsToNearestEven) {
   ForEachTarget([] { ExpectNarrowsLikeScalar(DType::kBF16); });
+}
+
+// The epilogues store bf16 two vectors at a time (vcvtne2ps2bf16 where the target has
+// AVX512_BF16): the same bits as one at a time, each vector in its place, stored or streamed.
+TEST(ConvertSimdTest, PairedStoresNarrowAsSingleOnes) {
+  ForEachTarget([] {
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      ExpectNarrowsLikeScalar(t, Stores::kPairs);
+      ExpectNarrowsLikeScalar(t, Stores::kStreamedPairs);
+    }
+  });
 }
 
 }  // namespace
