@@ -277,7 +277,7 @@ HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
 // 0-8%; large rows within the VM's spread. Elsewhere each vector is stored as StoreAs and
 // StreamAs store it.
 template <DType kT>
-inline constexpr bool kPairedStores = NORMD_NATIVE_BF16&& kT == DType::kBF16;
+inline constexpr bool kPairedStores = NORMD_NATIVE_BF16 != 0 && kT == DType::kBF16;
 
 // v0 and v1 rounded to t and stored at p and the next vector's place: the same bits as two
 // StoreAs.
