@@ -18,6 +18,12 @@ podman=(podman --root "$work/storage" --runroot "$work/run" --storage-driver vfs
 mnt=""
 server=""
 cleanup() {
+  local rc=$?
+  # A failure after normd started shows what normd said.
+  if [[ $rc != 0 && -s $work/normd.log ]]; then
+    echo "image_test: failed (exit $rc); normd's log:"
+    tail -40 "$work/normd.log"
+  fi
   [[ -n $server ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
   if [[ -n $mnt ]]; then
     umount "$mnt/proc" "$mnt/dev" 2>/dev/null || true
@@ -55,13 +61,28 @@ jq -e '.Labels["org.opencontainers.image.title"] == "normd"' <<<"$config" >/dev/
 mnt=$("${podman[@]}" image mount normd:test)
 mount --bind /proc "$mnt/proc"
 mount --bind /dev "$mnt/dev"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-step "normd from the image as $user on port $port"
-chroot --userspec="$user" "$mnt" /usr/local/bin/normd --listen "127.0.0.1:$port" \
+# Port 0: normd binds a free port itself and logs it, so no other process can take a port
+# picked beforehand. chroot execs normd, so $server is normd's pid.
+: >"$work/normd.log"
+chroot --userspec="$user" "$mnt" /usr/local/bin/normd --listen 127.0.0.1:0 \
   --cpu-threads 1 >"$work/normd.log" 2>&1 &
 server=$!
+port=""
+for _ in $(seq 600); do
+  port=$(sed -n '/normd listening on/{s/.*(port \([0-9]*\)).*/\1/p;q}' "$work/normd.log")
+  [[ -n $port ]] && break
+  if ! kill -0 "$server" 2>/dev/null; then
+    wait "$server" && code=0 || code=$?
+    server=""
+    echo "normd from the image exited $code before listening"
+    exit 1
+  fi
+  sleep 0.1
+done
+[[ -n $port ]] || { echo "normd from the image did not listen within 60 s"; exit 1; }
+step "normd from the image as $user on port $port"
 in_image() { chroot --userspec="$user" "$mnt" "$@"; }
-for _ in $(seq 100); do
+for _ in $(seq 50); do
   in_image /usr/local/bin/normctl --target "127.0.0.1:$port" --timeout-ms 500 health >/dev/null 2>&1 && break
   sleep 0.2
 done

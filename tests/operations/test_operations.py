@@ -288,11 +288,16 @@ class DrainTest(unittest.TestCase):
         self.assertEqual({a["code"] for a in access}, {"OK"})
         self.assertEqual(len(access), codes.get("OK", 0))
         # The rest never reached normd: refused once the listener closed (UNAVAILABLE), or,
-        # for the few calls that raced gRPC's GOAWAY into a server already shutting down,
+        # for the calls that raced gRPC's GOAWAY into a server already shutting down,
         # dropped unmatched by gRPC itself (CANCELLED, never seen by a handler, as the
         # counts above show).
         self.assertEqual(set(codes) - {"OK", "UNAVAILABLE", "CANCELLED"}, set(), codes)
-        self.assertLess(codes.get("CANCELLED", 0), 50, codes)
+        # How many race is timing: each worker calls again at once until the GOAWAY reaches
+        # its connection. 0-16 of 12,000-50,000 answered calls here (2 cores, idle or
+        # loaded), 56 of 20,716 in one CI run. The bound, 5% of the answered calls, rules
+        # out what would be a fault: calls cancelled after that moment, for the rest of the
+        # run (thousands), by a server that kept connections open without serving them.
+        self.assertLess(codes.get("CANCELLED", 0), max(50, codes.get("OK", 0) // 20), codes)
 
 
 if __name__ == "__main__":
