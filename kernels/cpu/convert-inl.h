@@ -260,6 +260,22 @@ HWY_INLINE V RoundTo(D d, DType t, V v) {
   return v;
 }
 
+// v, loaded once, kept in a register for every use. GCC 12 otherwise folds the load into
+// each instruction that reads v: the two-row epilogue's weight and bias, shared by two rows,
+// were read from L1 once a row (six loads for two vectors of f32 output where four do, twelve
+// for four of bf16 where eight do): loads a core has two of a cycle at 512 bits. The same
+// bits either way. Measured on a Zen 5 VM (BENCHMARKS.md, issue 16, thirty-sixth session):
+// LayerNorm f32 8x4096 0.31-0.33 -> 0.33-0.34 of memcpy, the other in-cache rows within the
+// VM's spread. The empty asm says v may have changed in its register, so no use can go back
+// to memory for it.
+HWY_INLINE V InRegister(V v) {
+#if (HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128) && \
+    (defined(__GNUC__) || defined(__clang__))
+  asm("" : "+v"(v.raw));
+#endif
+  return v;
+}
+
 HWY_INLINE const void* Offset(const void* p, DType t, int64_t i) {
   return static_cast<const char*>(p) + i * ElementSize(t);
 }

@@ -288,8 +288,9 @@ void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogu
   const int64_t whole = n / N * N;
   // Both rows' vectors at i.
   const auto values = [&](int64_t i, V * y0, V * y1) HWY_ATTR __attribute__((always_inline)) {
-    const V w = kW ? hn::LoadU(d, weight + i) : hn::Zero(d);
-    const V b = kB ? hn::LoadU(d, bias + i) : hn::Zero(d);
+    // Loaded once for both rows (InRegister).
+    const V w = kW ? InRegister(hn::LoadU(d, weight + i)) : hn::Zero(d);
+    const V b = kB ? InRegister(hn::LoadU(d, bias + i)) : hn::Zero(d);
     *y0 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src0, kSrc, i), vhi0, vs0, vlos0, w,
                                                       b, valpha,
                                                       kS ? Offset(skip0, kIn, i) : nullptr);
