@@ -106,6 +106,7 @@ void AddRowCases(std::vector<BenchCase>* out) {
         c.teardown = [=] { *st = State{}; };
         c.run = [=](CpuBackend& cpu, int threads) { (void)cpu.RowNorm(st->a, threads); };
         c.reference = [=] { (void)reference::RowNorm(st->a); };
+        c.calls = [=] { return BenchCase::Calls{{st->a}}; };
         out->push_back(std::move(c));
       }
     }
@@ -149,6 +150,7 @@ void AddRowCases(std::vector<BenchCase>* out) {
       (void)reference::RowNorm(st->aq);
       (void)reference::RowNorm(st->ak);
     };
+    c.calls = [=] { return BenchCase::Calls{{st->aq, st->ak}}; };
     out->push_back(std::move(c));
   }
 }
@@ -230,6 +232,15 @@ void AddChannelCases(std::vector<BenchCase>* out) {
         const bool batch = opn.rfind("batch_norm", 0) == 0;
         c.run = [=](CpuBackend& cpu, int threads) {
           (void)(batch ? cpu.BatchNorm(st->bn, threads) : cpu.GroupNorm(st->gn, threads));
+        };
+        c.calls = [=] {
+          BenchCase::Calls calls;
+          if (batch) {
+            calls.batch_norm = &st->bn;
+          } else {
+            calls.group_norm = &st->gn;
+          }
+          return calls;
         };
         c.reference = [=] {
           if (batch) {

@@ -18,6 +18,15 @@ struct BenchCase {
   std::function<void()> setup, teardown;
   std::function<void(CpuBackend&, int threads)> run;
   std::function<void()> reference;  // the float64 oracle on the same arguments
+  // The calls run() makes, on the case's host buffers (valid from setup() to teardown()),
+  // for the benchmark of another backend (cuda_bench.cc): its row calls (two for QK-norm),
+  // or its one channel call.
+  struct Calls {
+    std::vector<RowNormArgs> rows;
+    const BatchNormArgs* batch_norm = nullptr;
+    const GroupNormArgs* group_norm = nullptr;
+  };
+  std::function<Calls()> calls;
 };
 
 std::vector<BenchCase> AllCases();

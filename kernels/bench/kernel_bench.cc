@@ -17,9 +17,13 @@
 // threads, and their ratio (all threads' time over one thread's: above 1, the workers cost
 // more than they gave).
 //
+// With --cuda it times the CUDA kernels instead, on device-resident tensors beside a
+// device-to-device copy (cuda_bench.cc).
+//
 //   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
 //                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
 //                      [--spaced-us N]
+//   normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] [--min-time SECONDS]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +43,7 @@
 #include "hwy/targets.h"
 #include "kernels/bench/bench_cases.h"
 #include "kernels/bench/bench_timing.h"
+#include "kernels/bench/cuda_bench.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
 
@@ -98,6 +103,8 @@ int Main(int argc, char** argv) {
   double min_time = 0.25;
   bool reference = true;
   int spaced_us = 0;
+  bool cuda = false;
+  int device = 0;
   CpuBackendOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -121,14 +128,21 @@ int Main(int argc, char** argv) {
       spaced_us = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--no-reference") {
       reference = false;
+    } else if (a == "--cuda") {
+      cuda = true;
+    } else if (a == "--device" && i + 1 < argc) {
+      device = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
                    "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME] "
-                   "[--spaced-us N]\n");
+                   "[--spaced-us N]\n"
+                   "       normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] "
+                   "[--min-time S]\n");
       return 2;
     }
   }
+  if (cuda) return RunCudaBench({filter, json_path, min_time, device});
   const std::regex re(filter);
   CpuBackend cpu(options);
   const int all = cpu.threads();

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hwy/aligned_allocator.h"
+#include "kernels/bench/bench_check.h"
 #include "kernels/bench/bench_inputs.h"
 #include "kernels/bench/bench_timing.h"
 #include "kernels/bench/plain_kernels.h"
@@ -54,33 +55,6 @@ struct Case {
   std::function<void()> normd, plain;
   std::function<double()> difference;  // max |plain - normd| / max |normd|, after both ran
 };
-
-// Max |a - b| over max |b| of n elements of dtype t.
-double Difference(DType t, const void* a, const void* b, int64_t n) {
-  double diff = 0, top = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = LoadElement(t, a, i), y = LoadElement(t, b, i);
-    diff = std::max(diff, std::fabs(x - y));
-    top = std::max(top, std::fabs(y));
-  }
-  return top > 0 ? diff / top : diff;
-}
-
-// What the plain kernel's outputs may differ from normd's by, relative to the largest
-// output: four ulps of 1 in f16/bf16 (outputs of a few units, each rounded once), and in
-// f32 what the plain kernels' fp32 sums (one accumulator down 3136 rows, channels last)
-// may lose, 3136 * 2^-24 = 1.9e-4 at worst; measured up to 1.1e-5.
-double Tolerance(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return 2e-4;
-    case DType::kF16:
-      return 4.0 / 1024;
-    case DType::kBF16:
-      return 4.0 / 128;
-  }
-  return 0;
-}
 
 // Tensors shared by a case's functions.
 using Shared = std::shared_ptr<Bytes>;

@@ -39,20 +39,25 @@ def median_time(fn, min_time):
     return sorted(times)[2]
 
 
-def torch_case(op, dtype, shape):
-    """A callable running torch's version of a normd-kernel-bench case."""
+def torch_case(op, dtype, shape, device="cpu"):
+    """A callable running torch's version of a normd-kernel-bench case, its tensors on
+    `device` (torch_cuda_bench.py passes "cuda")."""
     dims = [int(d) for d in shape.split("x")]
     t = DT[dtype]
-    x = torch.randn(dims, dtype=torch.float32).to(t)
+
+    def randn(size, dt):
+        return torch.randn(size, dtype=torch.float32, device=device).to(dt)
+
+    x = randn(dims, t)
     if op in ("layer_norm", "rms_norm", "l2_norm", "fused_add_rms_norm", "qk_norm", "rms_norm_gemma",
               "rms_norm_partial", "rms_norm_hf", "fused_add_layer_norm", "layer_norm_then_add"):
         d = dims[-1]
-        w = torch.randn(d, dtype=t)
-        b = torch.randn(d, dtype=t)
+        w = randn(d, t)
+        b = randn(d, t)
         if op == "layer_norm":
             return lambda: F.layer_norm(x, (d,), w, b, 1e-5)
         if op in ("fused_add_layer_norm", "layer_norm_then_add"):
-            s = torch.randn(dims, dtype=torch.float32).to(t)
+            s = randn(dims, t)
             if op == "fused_add_layer_norm":
                 def add_then_norm():
                     h = x + s
@@ -67,14 +72,14 @@ def torch_case(op, dtype, shape):
         if op == "l2_norm":
             return lambda: F.normalize(x, p=2.0, dim=-1)
         if op == "fused_add_rms_norm":
-            s = torch.randn(dims, dtype=torch.float32).to(t)
+            s = randn(dims, t)
 
             def fused():
                 h = x + s
                 return h * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(t) * w, h
             return fused
         if op == "qk_norm":
-            k = torch.randn(dims, dtype=torch.float32).to(t)
+            k = randn(dims, t)
 
             def qk():
                 for v in (x, k):
@@ -87,9 +92,9 @@ def torch_case(op, dtype, shape):
     if channels_last:
         x = x.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
     c = 64
-    w = torch.randn(c, dtype=torch.float32)
-    b = torch.randn(c, dtype=torch.float32)
-    rm, rv = torch.zeros(c), torch.ones(c)
+    w = randn(c, torch.float32)
+    b = randn(c, torch.float32)
+    rm, rv = torch.zeros(c, device=device), torch.ones(c, device=device)
     if op == "batch_norm_train":
         return lambda: F.batch_norm(x, rm.clone(), rv.clone(), w, b, True, 0.1, 1e-5)
     if op == "batch_norm_eval":

@@ -21,13 +21,10 @@
 #include "absl/synchronization/mutex.h"
 #include "cub/util_allocator.cuh"
 #include "kernels/cuda/device_ops.h"
+#include "kernels/cuda/launch_args.h"
 #include "normd/kernels/backend.h"
 
 namespace normd::kernels::cuda {
-
-inline int32_t Code(DType t) {
-  return t == DType::kF32 ? kDevF32 : (t == DType::kF16 ? kDevF16 : kDevBF16);
-}
 
 inline int64_t Bytes(const ConstTensor& t) {
   return t.present() ? t.numel * ElementSize(t.dtype) : 0;

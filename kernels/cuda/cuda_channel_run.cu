@@ -10,16 +10,6 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 
 namespace normd::kernels::cuda {
-namespace {
-
-// Statistics split so that the stats launch has about two blocks per SM.
-int Splits(int64_t sets, int64_t set_size, int sms) {
-  int64_t splits = std::max<int64_t>(1, (2 * sms + sets - 1) / sets);
-  splits = std::min(splits, std::max<int64_t>(1, set_size / 4096));
-  return static_cast<int>(std::min<int64_t>(splits, 1024));
-}
-
-}  // namespace
 
 absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
                                      const ConstTensor& weight, const ConstTensor& bias,
@@ -27,7 +17,7 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
                                      std::vector<double>* stats_out, const char* what) {
   const int64_t sets = ca.groups == 0 ? ca.c : ca.n * ca.groups;
   const int64_t set_size = ca.groups == 0 ? ca.n * ca.s : (ca.c / ca.groups) * ca.s;
-  const int splits = stats_in ? 0 : Splits(sets, set_size, sms_);
+  const int splits = stats_in ? 0 : StatsSplits(sets, set_size, sms_);
   // Inputs first (one transfer), then device-only scratch, then y (copied back).
   Staging st;
   const int64_t x_at = st.Reserve(Bytes(x));
@@ -96,21 +86,12 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
 
 absl::Status CudaBackend::BatchNorm(const BatchNormArgs& a) {
   if (a.n * a.c * a.s == 0 && !a.training) return absl::OkStatus();
-  ChannelArgs ca;
-  ca.n = a.n;
-  ca.c = a.c;
-  ca.s = a.s;
-  ca.groups = 0;
-  ca.channels_last = a.layout == Layout::kChannelsLast;
-  ca.eps = a.eps;
-  std::vector<double> stats(a.c * 2);  // mean[c], var[c]
+  const ChannelArgs ca = ChannelArgsOf(a);
   if (!a.training) {
-    for (int64_t c = 0; c < a.c; ++c) {
-      stats[c] = a.running_mean.at(c);
-      stats[a.c + c] = a.running_var.at(c);
-    }
+    const std::vector<double> stats = RunningStats(a);
     return RunChannel(ca, a.x, a.weight, a.bias, a.y, &stats, nullptr, "batch norm");
   }
+  std::vector<double> stats(a.c * 2);  // mean[c], var[c]
   if (absl::Status s = RunChannel(ca, a.x, a.weight, a.bias, a.y, nullptr, &stats, "batch norm");
       !s.ok()) {
     return s;
@@ -135,14 +116,7 @@ absl::Status CudaBackend::BatchNorm(const BatchNormArgs& a) {
 
 absl::Status CudaBackend::GroupNorm(const GroupNormArgs& a) {
   if (a.n * a.c * a.s == 0) return absl::OkStatus();
-  ChannelArgs ca;
-  ca.n = a.n;
-  ca.c = a.c;
-  ca.s = a.s;
-  ca.groups = a.groups;
-  ca.channels_last = a.layout == Layout::kChannelsLast;
-  ca.eps = a.eps;
-  return RunChannel(ca, a.x, a.weight, a.bias, a.y, nullptr, nullptr, "group norm");
+  return RunChannel(ChannelArgsOf(a), a.x, a.weight, a.bias, a.y, nullptr, nullptr, "group norm");
 }
 
 }  // namespace normd::kernels::cuda

@@ -30,17 +30,8 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
   std::vector<RowItem> items;
   int64_t max_block_cols = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
-    const RowNormArgs& a = segments[i];
-    if (a.rows == 0 || a.cols == 0) continue;
-    if (a.cols <= kWarpRowMaxCols) {
-      for (int64_t r = 0; r < a.rows; r += 8) {
-        items.push_back({static_cast<int32_t>(i), 1, r,
-                         static_cast<int32_t>(std::min<int64_t>(8, a.rows - r))});
-      }
-    } else {
-      max_block_cols = std::max(max_block_cols, a.cols);
-      for (int64_t r = 0; r < a.rows; ++r) items.push_back({static_cast<int32_t>(i), 0, r, 1});
-    }
+    PlanRowItems(static_cast<int32_t>(i), segments[i].rows, segments[i].cols, &items,
+                 &max_block_cols);
   }
   if (items.empty()) return absl::OkStatus();
   const int64_t table_at = st.Reserve(table.size() * sizeof(RowSegment));
@@ -68,17 +59,7 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
     stage(off[i].w_raw, a.weight.data, Bytes(a.weight));
     stage(off[i].b_raw, a.bias.data, Bytes(a.bias));
     RowSegment& s = table[i];
-    s.kind = static_cast<int32_t>(a.kind);
-    s.x_dtype = Code(a.x.dtype);
-    s.y_dtype = Code(a.y.dtype);
-    s.eps_inside = a.eps_placement == EpsPlacement::kInsideSqrt;
-    s.cast_before_weight = a.cast_before_weight;
-    s.residual = static_cast<int32_t>(a.residual);
-    s.rows = a.rows;
-    s.cols = a.cols;
-    s.partial_m = a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, a.cols) : a.cols;
-    s.eps = a.eps;
-    s.alpha = static_cast<float>(a.alpha);
+    s = SegmentOf(a);
     s.x = dev + off[i].x;
     s.skip = a.skip.present() ? dev + off[i].skip : nullptr;
     s.weight = a.weight.present() ? reinterpret_cast<const float*>(dev + off[i].w) : nullptr;
@@ -92,10 +73,8 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
       cudaMemcpyAsync(dev, host, outputs_at, cudaMemcpyHostToDevice, call->stream), "copy in");
   for (size_t i = 0; status.ok() && i < segments.size(); ++i) {
     const RowNormArgs& a = segments[i];
-    // (offset + weight) is formed in fp32, as on the CPU.
-    const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
     if (a.weight.present()) {
-      status = Check(LaunchWiden(Code(a.weight.dtype), dev + off[i].w_raw, a.cols, offset,
+      status = Check(LaunchWiden(Code(a.weight.dtype), dev + off[i].w_raw, a.cols, WeightOffset(a),
                                  reinterpret_cast<float*>(dev + off[i].w), call->stream),
                      "widen weight");
     }

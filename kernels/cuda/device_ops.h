@@ -1,14 +1,18 @@
-// Device-side argument tables of the CUDA kernels and their host launchers. Plain structs
-// (no Abseil, no protobuf) shared by the .cu files and the backend's host code; every
-// pointer in them is device memory.
+// Device-side argument tables of the CUDA kernels, their host launchers, and how a call is
+// cut into launch units (PlanRowItems, StatsSplits). Plain structs (no Abseil, no
+// protobuf) shared by the .cu files, the backend's host code and the CUDA benchmark
+// (kernels/bench/cuda_bench.cc), which launches the kernels on device-resident tensors as
+// the backend does; every pointer in them is device memory.
 //
-// Thread safety: launchers only enqueue work on the given stream.
+// Thread safety: launchers only enqueue work on the given stream; the planners are pure.
 #ifndef NORMD_KERNELS_CUDA_DEVICE_OPS_H_
 #define NORMD_KERNELS_CUDA_DEVICE_OPS_H_
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace normd::kernels::cuda {
 
@@ -45,6 +49,22 @@ struct RowItem {
 inline constexpr int kRowBlockThreads = 256;
 inline constexpr int kWarpRowMaxCols = 2048;  // above: a block per row
 
+// Appends the launch units of segment `segment` (rows x cols) to `items`: rows up to
+// kWarpRowMaxCols columns a warp each, eight to a unit; longer rows a block each, with
+// *max_block_cols raised to the longest such row.
+inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vector<RowItem>* items,
+                         int64_t* max_block_cols) {
+  if (rows == 0 || cols == 0) return;
+  if (cols <= kWarpRowMaxCols) {
+    for (int64_t r = 0; r < rows; r += 8) {
+      items->push_back({segment, 1, r, static_cast<int32_t>(std::min<int64_t>(8, rows - r))});
+    }
+  } else {
+    *max_block_cols = std::max(*max_block_cols, cols);
+    for (int64_t r = 0; r < rows; ++r) items->push_back({segment, 0, r, 1});
+  }
+}
+
 // Launches the row kernel over `items` (device array) of `segments` (device array).
 // smem_cols: the longest row staged in shared memory (block rows); rows longer than what
 // shared memory holds are read twice from global memory.
@@ -68,6 +88,15 @@ struct ChannelArgs {
 // into mean[k], var[k] (biased), in double.
 cudaError_t LaunchChannelStats(const ChannelArgs& a, int splits, double* partials, double* mean,
                                double* var, cudaStream_t stream);
+// How many chunks each of `sets` statistic sets of `set_size` elements is split into, so
+// that the statistics launch has about two blocks per SM (`sms`), at least 4096 elements a
+// chunk, at most 1024 chunks.
+inline int StatsSplits(int64_t sets, int64_t set_size, int sms) {
+  int64_t splits = std::max<int64_t>(1, (2 * sms + sets - 1) / sets);
+  splits = std::min(splits, std::max<int64_t>(1, set_size / 4096));
+  return static_cast<int>(std::min<int64_t>(splits, 1024));
+}
+
 // y = (x - mean[k]) / sqrt(var[k] + eps) * w[c] + b[c].
 cudaError_t LaunchChannelApply(const ChannelArgs& a, const double* mean, const double* var,
                                cudaStream_t stream);

@@ -2,7 +2,12 @@
 time, converts tensors to and from the wire, and applies docs/semantics.md's accuracy rule.
 
 Run with Debian's /usr/bin/python3 (torch, numpy, grpcio, grpc_tools). The binaries come
-from the environment: NORMD_BIN, NORMCTL_BIN; the proto root from NORMD_PROTO_DIR.
+from the environment: NORMD_BIN, NORMCTL_BIN; the proto root from NORMD_PROTO_DIR. Where
+neither protoc nor grpc_tools is at hand (a GPU machine), NORMD_STUBS_DIR names stubs
+generated beforehand (tests/gpu/bundle.sh makes them). NORMD_TEST_BACKEND (cpu, the
+default, or cuda) is the backend the servers are expected to route automatic calls to: the
+GPU session runs the suite with cuda, its servers sending every call there
+(NORMD_CUDA_MIN_BYTES=0 in their environment).
 """
 import atexit
 import importlib
@@ -32,7 +37,15 @@ def load_stubs():
     `optional`, so the system protoc (protobuf 3.21, a build dependency) with Debian's
     grpc_python_plugin generates them; grpc_tools.protoc is the fallback elsewhere.
     """
+    if os.environ.get("NORMD_STUBS_DIR"):
+        return import_stubs(os.environ["NORMD_STUBS_DIR"])
     out = tempfile.mkdtemp(prefix="normd-stubs-")
+    generate_stubs(out)
+    return import_stubs(out)
+
+
+def generate_stubs(out):
+    """normd_pb2 / normd_pb2_grpc and google.rpc's into `out`, as load_stubs describes."""
     protos = [os.path.join(PROTO_DIR, *p.split("/")) for p in
               ("normd/v1/normd.proto", "google/rpc/status.proto", "google/rpc/error_details.proto")]
     args = [f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}", *protos]
@@ -44,6 +57,10 @@ def load_stubs():
 
         if protoc.main(["protoc", *args]) != 0:
             raise RuntimeError("grpc_tools.protoc failed")
+
+
+def import_stubs(out):
+    """Imports the stubs generate_stubs wrote into `out`."""
     sys.path.insert(0, out)
     # `google` is protobuf's package here; the generated google.rpc joins it.
     import google
@@ -53,6 +70,9 @@ def load_stubs():
 
 
 pb, pb_grpc, status_pb, error_details_pb = load_stubs()
+
+# The backend automatic calls are expected to reach (see the module's docstring).
+EXPECTED_BACKEND = pb.Backend.Value("BACKEND_" + os.environ.get("NORMD_TEST_BACKEND", "cpu").upper())
 
 
 def wire_dtype(name):

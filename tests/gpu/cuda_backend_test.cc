@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/device_ops.h"
 #include "normd/kernels/reference.h"
 #include "tests/kernels/test_util.h"
 
@@ -19,6 +20,52 @@ namespace {
 using normd::testing::Buffer;
 using normd::testing::ExpectAllMatch;
 using normd::testing::RandomValues;
+
+// The launch plans the backend and the CUDA benchmark share (device_ops.h): pure host code,
+// so these run without a device.
+TEST(CudaPlanTest, WarpRowsGoEightToAUnitAndCoverEveryRowOnce) {
+  std::vector<cuda::RowItem> items;
+  int64_t max_block_cols = 0;
+  cuda::PlanRowItems(3, 20, cuda::kWarpRowMaxCols, &items, &max_block_cols);
+  ASSERT_EQ(items.size(), 3u);
+  int64_t next = 0;
+  for (const cuda::RowItem& it : items) {
+    EXPECT_EQ(it.segment, 3);
+    EXPECT_EQ(it.warp_rows, 1);
+    EXPECT_EQ(it.first_row, next);
+    next += it.count;
+  }
+  EXPECT_EQ(items.back().count, 4);
+  EXPECT_EQ(next, 20);
+  EXPECT_EQ(max_block_cols, 0);
+}
+
+TEST(CudaPlanTest, LongRowsTakeABlockEachAndSetTheLongestRow) {
+  std::vector<cuda::RowItem> items;
+  int64_t max_block_cols = 0;
+  cuda::PlanRowItems(0, 2, 65536, &items, &max_block_cols);
+  cuda::PlanRowItems(1, 3, cuda::kWarpRowMaxCols + 1, &items, &max_block_cols);
+  cuda::PlanRowItems(2, 0, 4096, &items, &max_block_cols);  // empty: nothing
+  cuda::PlanRowItems(2, 5, 0, &items, &max_block_cols);
+  ASSERT_EQ(items.size(), 5u);
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ(items[i].warp_rows, 0);
+    EXPECT_EQ(items[i].count, 1);
+    EXPECT_EQ(items[i].segment, i < 2 ? 0 : 1);
+    EXPECT_EQ(items[i].first_row, i < 2 ? static_cast<int64_t>(i) : static_cast<int64_t>(i - 2));
+  }
+  EXPECT_EQ(max_block_cols, 65536);
+}
+
+TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {
+  // BatchNorm on [32, 64, 56, 56], 132 SMs: 64 channels of 100352 elements, 5 chunks each.
+  EXPECT_EQ(cuda::StatsSplits(64, 32 * 56 * 56, 132), 5);
+  // Sets smaller than two chunks of 4096 stay whole; enough sets need no split.
+  EXPECT_EQ(cuda::StatsSplits(1, 8191, 132), 1);
+  EXPECT_EQ(cuda::StatsSplits(2048, 1 << 20, 132), 1);
+  // One huge set: at most 1024 chunks.
+  EXPECT_EQ(cuda::StatsSplits(1, int64_t{1} << 40, 600), 1024);
+}
 
 class CudaTest : public ::testing::Test {
  protected:
@@ -202,8 +249,7 @@ TEST_F(CudaTest, ChannelOpsMatchReferenceInBothLayouts) {
         g.y = y.view_mut();
         ASSERT_TRUE(backend_->GroupNorm(g).ok());
         const reference::GroupNormResult ref = reference::GroupNorm(g);
-        ExpectAllMatch(y, ref.y, absl::StrCat("group_norm G=", groups, " ", where),
-                       ref.magnitude);
+        ExpectAllMatch(y, ref.y, absl::StrCat("group_norm G=", groups, " ", where), ref.magnitude);
       }
     }
   }

@@ -4,6 +4,9 @@
 #
 #   tests/gpu/run.sh [ARCH]        # ARCH: CUDA architecture, default 90 (H100)
 #
+# Where device time is short, tests/gpu/bundle.sh builds everything on a machine without a
+# GPU instead, and tests/gpu/device-session.sh runs it on the GPU machine.
+#
 # Abseil, Highway and GoogleTest come from the system, or from the prefix in
 # NORMD_DEPS_PREFIX (default: .deps in the repository), which tests/gpu/pack-deps.sh
 # fills from a Debian 12 machine that has them, for carrying to a bare GPU machine.

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The GPU session's prepared run, on the GPU machine, from the repository root, with
+# .gpu-bundle/ carried (tests/gpu/bundle.sh builds it on a machine without a GPU). Each step
+# has its own time limit (the whole stays under nine minutes) and writes its log, and the
+# JSON of the benchmarks, under $OUT (default /tmp/gpu-session); a summary of the steps,
+# their exit statuses and seconds is $OUT/steps.txt.
+#
+#   tests/gpu/device-session.sh [suite] [bench] [torch] [server] [conformance]   # default: all
+#
+#   suite   the CUDA suite (gpu_test: every op against the float64 reference)
+#   bench   normd-kernel-bench --cuda: the kernels beside a device-to-device copy
+#   torch   PyTorch's CUDA kernels on the same shapes (kernels/bench/torch_cuda_bench.py,
+#           reusing bench's JSON when this run made it)
+#   server  normd with its CUDA backend: answers checked against the float64 reference over
+#           gRPC (normbench --verify --backend cuda), then 256 concurrent 1x4096 RMSNorm
+#           requests with batching off, on, and on with a CUDA batch delay
+#   conformance  the PyTorch conformance suite (tests/conformance/test_conformance.py) with
+#           every call routed to CUDA (NORMD_CUDA_MIN_BYTES=0)
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+out="${OUT:-/tmp/gpu-session}"
+mkdir -p "$out"
+b=.gpu-bundle
+[ -x "$b/run" ] || { echo "device-session.sh: no $b (run tests/gpu/bundle.sh and carry it)" >&2; exit 2; }
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(suite bench torch server conformance)
+wants() { [[ " ${parts[*]} " == *" $1 "* ]]; }
+failed=0
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in $out/NAME.log, its tail shown.
+step() {
+  local name=$1 limit=$2 t0=$SECONDS rc
+  shift 2
+  echo "== $name (limit ${limit}s): $*"
+  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$out/steps.txt"
+  tail -n 40 "$out/$name.log"
+  [ $rc -eq 0 ] || failed=1
+  return $rc
+}
+
+echo "bundle of $(cat $b/commit 2>/dev/null) ($(wc -l <$b/changes 2>/dev/null || echo ?) files changed)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader ||
+  echo "nvidia-smi failed"
+
+wants suite && step suite 150 "$b/run" gpu_test --gtest_brief=1
+
+if wants bench; then
+  step bench 200 "$b/run" normd-kernel-bench --cuda --min-time 0.1 --json "$out/cuda_bench.json"
+fi
+if wants torch; then
+  if [ -s "$out/cuda_bench.json" ]; then
+    step torch 150 python3 kernels/bench/torch_cuda_bench.py --normd-json "$out/cuda_bench.json" \
+      --min-time 0.1 --json "$out/torch_cuda.json"
+  else
+    step torch 300 python3 kernels/bench/torch_cuda_bench.py --bench "$b/run normd-kernel-bench" \
+      --min-time 0.1 --json "$out/torch_cuda.json"
+  fi
+fi
+
+if wants server; then
+  # NORMD_SESSION_BACKEND=cpu runs these steps on a machine without a GPU (a check of this
+  # script, not of CUDA).
+  backend="${NORMD_SESSION_BACKEND:-cuda}"
+  port=50091
+  target=127.0.0.1:$port
+  normd_pid=
+  start_normd() {  # FLAGS...: a normd on $target, up when its health check says SERVING
+    "$b/run" normd --listen "$target" "$@" >>"$out/normd.log" 2>&1 &
+    normd_pid=$!
+    for _ in $(seq 100); do
+      "$b/run" normctl --target "$target" health >/dev/null 2>&1 && return 0
+      sleep 0.2
+    done
+    echo "normd did not come up; its log:" && tail -n 30 "$out/normd.log"
+    return 1
+  }
+  stop_normd() { kill -TERM "$normd_pid" 2>/dev/null && wait "$normd_pid" 2>/dev/null; }
+  trap stop_normd EXIT
+  if start_normd; then
+    step info 20 "$b/run" normctl --target "$target" info
+    # Every op family once, answers checked against the float64 reference over gRPC.
+    i=0
+    while read -r args; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086  # one line of flags, split on purpose
+      step "verify_$i" 30 "$b/run" normbench --target "$target" --backend "$backend" --verify \
+        --requests 64 --concurrency 4 $args
+    done <<'CASES'
+--op layer-norm --shape 64x4096 --dtype f32 --weight --bias
+--op layer-norm --shape 8x65536 --dtype bf16 --weight --bias
+--op rms-norm --shape 64x4096 --dtype bf16 --weight
+--op rms-norm --shape 300x1000 --dtype f16 --weight --weight-offset 1 --partial-fraction 0.25
+--op rms-norm --shape 64x4096 --dtype f32 --weight --residual --placement add-then-norm --return-sum
+--op l2-norm --shape 64x4096 --dtype f32
+--op qk-norm --shape 16x32x128 --dtype bf16 --weight
+--op batch-norm --shape 8x64x28x28 --dtype f32 --training --running-stats --weight --bias
+--op batch-norm --shape 8x28x28x64 --dtype bf16 --layout channels-last --weight --bias
+--op group-norm --shape 8x64x28x28 --dtype f16 --groups 8 --weight --bias
+--op instance-norm --shape 8x28x28x64 --dtype f32 --layout channels-last --weight --bias
+CASES
+    stop_normd
+  fi
+  # Batching: the same closed loop against a normd with batching off, on, and on with a delay.
+  for config in "off --batch-max-rows 1" "on" "delay200us --cuda-batch-max-delay 200us"; do
+    read -r label flags <<<"$config"
+    # shellcheck disable=SC2086
+    if start_normd $flags; then
+      step "batching_$label" 40 "$b/run" normbench --target "$target" --backend "$backend" \
+        --op rms-norm --shape 1x4096 --dtype bf16 --weight --concurrency 256 --duration 8s \
+        --warmup 2s --json "$out/batching_$label.json"
+      stop_normd
+    fi
+  done
+  trap - EXIT
+fi
+if wants conformance; then
+  backend="${NORMD_SESSION_BACKEND:-cuda}"
+  min_bytes=()
+  [ "$backend" = cuda ] && min_bytes=(NORMD_CUDA_MIN_BYTES=0)
+  step conformance 240 env NORMD_BIN="$PWD/$b/normd" NORMD_STUBS_DIR="$PWD/$b/stubs" \
+    NORMD_TEST_BACKEND="$backend" "${min_bytes[@]}" \
+    python3 -m unittest discover -s tests/conformance -p test_conformance.py -v
+fi
+echo "steps:" && cat "$out/steps.txt"
+exit $failed
