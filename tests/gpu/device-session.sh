@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU session's prepared run, on the GPU machine, from the repository root, with
 # .gpu-bundle/ carried (tests/gpu/bundle.sh builds it on a machine without a GPU). Each step
-# has its own time limit (the whole stays under nine minutes) and writes its log, and the
-# JSON of the benchmarks, under $OUT (default /tmp/gpu-session); a summary of the steps,
-# their exit statuses and seconds is $OUT/steps.txt.
+# has its own time limit (the whole stays under nine minutes). Under $OUT (default
+# /tmp/gpu-session) it leaves four files, as few as the device tool brings back: steps.txt
+# (each step's exit status and seconds), logs.tgz (every step's log and the batching runs'
+# JSON, refreshed after each step, so that a run cut short still leaves what it did),
+# cuda_bench.json and torch_cuda.json.
 #
 #   tests/gpu/device-session.sh [suite] [bench] [torch] [server] [conformance]   # default: all
 #
@@ -19,6 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/gpu-session}"
+logs=$(mktemp -d /tmp/gpu-session-logs.XXXXXX)
 mkdir -p "$out"
 b=.gpu-bundle
 [ -x "$b/run" ] || { echo "device-session.sh: no $b (run tests/gpu/bundle.sh and carry it)" >&2; exit 2; }
@@ -27,15 +30,16 @@ parts=("$@")
 wants() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 failed=0
 
-# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in $out/NAME.log, its tail shown.
+# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in NAME.log, its tail shown.
 step() {
   local name=$1 limit=$2 t0=$SECONDS rc
   shift 2
   echo "== $name (limit ${limit}s): $*"
-  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1
+  timeout --kill-after=5 "$limit" "$@" >"$logs/$name.log" 2>&1
   rc=$?
   echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$out/steps.txt"
-  tail -n 40 "$out/$name.log"
+  tail -n 40 "$logs/$name.log"
+  tar czf "$out/logs.tgz" -C "$logs" .
   [ $rc -eq 0 ] || failed=1
   return $rc
 }
@@ -67,13 +71,13 @@ if wants server; then
   target=127.0.0.1:$port
   normd_pid=
   start_normd() {  # FLAGS...: a normd on $target, up when its health check says SERVING
-    "$b/run" normd --listen "$target" "$@" >>"$out/normd.log" 2>&1 &
+    "$b/run" normd --listen "$target" "$@" >>"$logs/normd.log" 2>&1 &
     normd_pid=$!
     for _ in $(seq 100); do
       "$b/run" normctl --target "$target" health >/dev/null 2>&1 && return 0
       sleep 0.2
     done
-    echo "normd did not come up; its log:" && tail -n 30 "$out/normd.log"
+    echo "normd did not come up; its log:" && tail -n 30 "$logs/normd.log"
     return 1
   }
   stop_normd() { kill -TERM "$normd_pid" 2>/dev/null && wait "$normd_pid" 2>/dev/null; }
@@ -109,7 +113,7 @@ CASES
     if start_normd $flags; then
       step "batching_$label" 40 "$b/run" normbench --target "$target" --backend "$backend" \
         --op rms-norm --shape 1x4096 --dtype bf16 --weight --concurrency 256 --duration 8s \
-        --warmup 2s --json "$out/batching_$label.json"
+        --warmup 2s --json "$logs/batching_$label.json"
       stop_normd
     fi
   done
@@ -123,5 +127,6 @@ if wants conformance; then
     NORMD_TEST_BACKEND="$backend" "${min_bytes[@]}" \
     python3 -m unittest discover -s tests/conformance -p test_conformance.py -v
 fi
+tar czf "$out/logs.tgz" -C "$logs" .
 echo "steps:" && cat "$out/steps.txt"
 exit $failed
