@@ -42,7 +42,7 @@ def median(v):
 
 
 def time_case(fn, min_time):
-    """(seconds per call in batches, seconds for one call alone or None)."""
+    """(seconds per call in batches of back-to-back calls, seconds of one call alone)."""
     batch_seconds(fn, 1)  # warm up: allocator, kernel selection
     iters = 1
     while batch_seconds(fn, iters) * iters < min_time / 7 and iters < (1 << 24):
