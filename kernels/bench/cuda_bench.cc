@@ -2,9 +2,9 @@
 // device memory, beside a device-to-device copy moving the same traffic, in the same run.
 //
 // A call is what the CUDA backend launches for one request once its inputs are on the
-// device (cuda_row_batch.cu, cuda_channel_run.cu), built from the same tables and plans
-// (device_ops.h): the fp32 widening of the weight and the bias, then the row kernel, or the
-// statistics and apply kernels of a channel op (inference BatchNorm: apply alone, from the
+// device (cuda_row_batch.cu, cuda_channel_run.cu), built from the same plans and tables
+// (device_ops.h, launch_args.h): the fp32 widening of the weight and the bias, then the row kernel,
+// or the statistics and apply kernels of a channel op (inference BatchNorm: apply alone, from the
 // running statistics). The host<->device copies of the backend's staging are not part of
 // it: they are the transport's share of a request, not the kernels'.
 //
@@ -14,7 +14,8 @@
 // alternating (7 of each, about min_time / 7 seconds a kernel batch); GB/s are medians, the
 // ratio the median of neighbouring batches' ratios. For cases under 1 MiB it also prints
 // microseconds per call: in a batch, and alone (events around one call on an idle stream,
-// median of 101), the figure the [1, 4096] target reads.
+// median of 101, the host's launching of its kernels included), the figure the [1, 4096]
+// target reads.
 //
 // Each case's outputs are copied back once and compared with the CPU backend's on the same
 // inputs, so that the figures are of the op asked: a largest difference beyond 2e-4 of the
