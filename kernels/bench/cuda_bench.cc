@@ -49,6 +49,7 @@
 namespace normd::kernels::bench {
 namespace {
 
+using cuda::Bytes;
 using cuda::ChannelArgs;
 using cuda::RowItem;
 using cuda::RowSegment;
@@ -59,11 +60,6 @@ void Ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   std::fprintf(stderr, "normd-kernel-bench --cuda: %s: %s\n", what, cudaGetErrorString(e));
   std::exit(1);
-}
-
-template <class T>
-int64_t Bytes(const T& t) {
-  return t.present() ? t.numel * static_cast<int64_t>(ElementSize(t.dtype)) : 0;
 }
 
 // Device memory of one case, freed together.

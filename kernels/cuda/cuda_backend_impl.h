@@ -26,13 +26,6 @@
 
 namespace normd::kernels::cuda {
 
-inline int64_t Bytes(const ConstTensor& t) {
-  return t.present() ? t.numel * ElementSize(t.dtype) : 0;
-}
-inline int64_t Bytes(const MutTensor& t) {
-  return t.present() ? t.numel * ElementSize(t.dtype) : 0;
-}
-
 constexpr int64_t kAlign = 256;
 inline int64_t Round(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 

@@ -13,6 +13,14 @@
 
 namespace normd::kernels::cuda {
 
+// A tensor's bytes (0 when absent), what a call stages or uploads of it.
+inline int64_t Bytes(const ConstTensor& t) {
+  return t.present() ? t.numel * ElementSize(t.dtype) : 0;
+}
+inline int64_t Bytes(const MutTensor& t) {
+  return t.present() ? t.numel * ElementSize(t.dtype) : 0;
+}
+
 inline int32_t Code(DType t) {
   return t == DType::kF32 ? kDevF32 : (t == DType::kF16 ? kDevF16 : kDevBF16);
 }

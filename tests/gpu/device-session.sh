@@ -28,6 +28,9 @@ b=.gpu-bundle
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(suite bench torch server conformance)
 wants() { [[ " ${parts[*]} " == *" $1 "* ]]; }
+# NORMD_SESSION_BACKEND=cpu runs the server and conformance steps on a machine without a GPU
+# (a check of this script, not of CUDA).
+backend="${NORMD_SESSION_BACKEND:-cuda}"
 failed=0
 
 # step NAME LIMIT_S COMMAND...: runs COMMAND with its output in NAME.log, its tail shown.
@@ -64,9 +67,6 @@ if wants torch; then
 fi
 
 if wants server; then
-  # NORMD_SESSION_BACKEND=cpu runs these steps on a machine without a GPU (a check of this
-  # script, not of CUDA).
-  backend="${NORMD_SESSION_BACKEND:-cuda}"
   port=50091
   target=127.0.0.1:$port
   normd_pid=
@@ -120,7 +120,6 @@ CASES
   trap - EXIT
 fi
 if wants conformance; then
-  backend="${NORMD_SESSION_BACKEND:-cuda}"
   min_bytes=()
   [ "$backend" = cuda ] && min_bytes=(NORMD_CUDA_MIN_BYTES=0)
   step conformance 240 env NORMD_BIN="$PWD/$b/normd" NORMD_STUBS_DIR="$PWD/$b/stubs" \
