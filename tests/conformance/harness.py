@@ -40,6 +40,8 @@ def load_stubs():
     if os.environ.get("NORMD_STUBS_DIR"):
         return import_stubs(os.environ["NORMD_STUBS_DIR"])
     out = tempfile.mkdtemp(prefix="normd-stubs-")
+    # Imported modules stay loaded without their files; the directory goes when we do.
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     generate_stubs(out)
     return import_stubs(out)
 

@@ -2,6 +2,7 @@
 PyTorch oracle; `info`, `deepnorm`, error reporting; and the gRPC health and reflection
 services that generic tools rely on."""
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -25,6 +26,7 @@ class NormctlTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def path(self, name):
         return os.path.join(self.dir, name)

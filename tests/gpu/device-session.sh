@@ -21,10 +21,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/gpu-session}"
-logs=$(mktemp -d /tmp/gpu-session-logs.XXXXXX)
-mkdir -p "$out"
 b=.gpu-bundle
 [ -x "$b/run" ] || { echo "device-session.sh: no $b (run tests/gpu/bundle.sh and carry it)" >&2; exit 2; }
+mkdir -p "$out"
+logs=$(mktemp -d /tmp/gpu-session-logs.XXXXXX)
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(suite bench torch server conformance)
 wants() { [[ " ${parts[*]} " == *" $1 "* ]]; }
@@ -127,5 +127,6 @@ if wants conformance; then
     python3 -m unittest discover -s tests/conformance -p test_conformance.py -v
 fi
 tar czf "$out/logs.tgz" -C "$logs" .
+rm -rf "$logs"  # its archive is under $out
 echo "steps:" && cat "$out/steps.txt"
 exit $failed
