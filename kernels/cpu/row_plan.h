@@ -129,6 +129,16 @@ constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 constexpr int64_t kFusedMinCols = 1024;
 constexpr int64_t kFusedMaxCols = 4096;
 
+// How far ahead of its sums the one-loop pass fetches the next rows' input into L2. On a Zen 5
+// VM (BENCHMARKS.md, issue 16, thirty-eighth session), with the hardware's prefetch alone,
+// LayerNorm and RMSNorm f16/bf16 ran this loop at 0.36-0.66 of memcpy at 4096x4096, and a
+// probe of its shape (bf16 LayerNorm) at 0.46-0.55 with an fp32 weight and bias, above it
+// without them, 0.8-1.0 with them and a fetch 4-16 KiB ahead. In normd, one thread, five
+// alternating rounds: LayerNorm bf16 0.36-0.44 -> 0.53-0.66, f16 0.44-0.51 -> 0.64-0.76,
+// RMSNorm bf16 0.49-0.66 -> 0.70-0.86, f16 0.46-0.57 -> 0.65-0.85 (4 KiB and 16 KiB ahead
+// measured too: 8 KiB as good or better); at 16384x1024 unchanged within the spread.
+constexpr int64_t kFusedAheadBytes = 8 << 10;
+
 }  // namespace normd::kernels::cpu
 
 #endif  // NORMD_KERNELS_CPU_ROW_PLAN_H_
