@@ -17,6 +17,7 @@
 #include "normd/scheduling/scheduler.h"
 #include "normd/v1/normd.pb.h"
 #include "server/auth.h"
+#include "server/live_calls.h"
 #include "server/memory_budget.h"
 #include "server/metrics/metrics.h"
 #include "server/shared_memory.h"
@@ -38,6 +39,7 @@ struct CallEnv {
   const TokenAuthenticator* auth = nullptr;       // null: no token required
   SharedMemoryRegistry* shared_memory = nullptr;  // null: --no-shared-memory
   MemoryBudget* memory = nullptr;                 // null: no budget (tests)
+  LiveCalls* live_calls = nullptr;                // the call objects; null: not counted
   ServiceOptions options;
 };
 

@@ -16,6 +16,10 @@
 namespace normd::server {
 namespace {
 
+// How long Shutdown waits, once the server and the scheduler have stopped, for the call
+// objects to see their last events (milliseconds, normally).
+constexpr absl::Duration kCallsGoneTimeout = absl::Seconds(10);
+
 int Millis(absl::Duration d) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
 }
@@ -75,6 +79,7 @@ absl::StatusOr<std::unique_ptr<NormServer>> NormServer::Start(const ServerOption
                   [](const auto& b) { return b->kind() == kernels::BackendKind::kCuda; }));
   s->env_.scheduler = s->scheduler_.get();
   s->env_.metrics = s->metrics_.get();
+  s->env_.live_calls = &s->live_calls_;
   if (!options.auth_token_file.empty()) {
     absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth =
         TokenAuthenticator::Start(options.auth_token_file, options.reload_interval);
@@ -190,10 +195,19 @@ void NormServer::Shutdown() {
   BeginDrain();
   // Calls in flight keep being served by the transport threads until they finish or the
   // drain timeout cancels them; then the scheduler answers what it still holds (its
-  // completions post to the queues, which must still be open); then the queues close and
+  // completions post to the queues, which must still be open). gRPC reports the stopped
+  // calls' last events after its Shutdown returns, and some still start an operation then
+  // (a stream's Finish after its last read failed; a listener matched just before, arming
+  // the next): the queues close only once every call object is gone (live_calls.h), and
   // their threads leave once every event is taken.
   server_->Shutdown(absl::ToChronoTime(absl::Now() + shutdown_timeout_));
   scheduler_->Shutdown();
+  if (!live_calls_.AwaitNone(kCallsGoneTimeout)) {
+    // Not expected: a call object that never ends. Closing the queues under it may abort
+    // the process should it start an operation, but waiting forever would hang the exit.
+    spdlog::error("shutdown: {} call(s) still open {} after the server stopped; closing anyway",
+                  live_calls_.count(), absl::FormatDuration(kCallsGoneTimeout));
+  }
   for (auto& q : queues_) q->Shutdown();
   for (auto& t : transport_) t.join();
   log_summary_.reset();

@@ -21,6 +21,7 @@
 #include "server/auth.h"
 #include "server/calls.h"
 #include "server/health_service.h"
+#include "server/live_calls.h"
 #include "server/log_summary.h"
 #include "server/memory_budget.h"
 #include "server/memory_trim.h"
@@ -116,6 +117,7 @@ class NormServer {
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when off
   std::unique_ptr<MemoryBudget> memory_;
   std::unique_ptr<MemoryTrimmer> trimmer_;
+  LiveCalls live_calls_;  // the call objects on the queues (live_calls.h)
   CallEnv env_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   AsyncService service_;

@@ -21,7 +21,8 @@ using Response = v1::NormalizeResponse;
 
 class StreamCall final {
  public:
-  StreamCall(const Listener& at, bool echo) : at_(at), env_(*at.env), echo_(echo) {
+  StreamCall(const Listener& at, bool echo)
+      : live_(at.env->live_calls), at_(at), env_(*at.env), echo_(echo) {
     context_.AsyncNotifyWhenDone(&done_event_);  // before the call starts, as gRPC asks
     if (echo) {
       at.diagnostics->RequestEchoStream(&context_, &stream_, at.cq, at.cq, &started_event_);
@@ -293,6 +294,7 @@ class StreamCall final {
     if (finish) Finish(status);
   }
 
+  LiveCalls::Token live_;  // first: released last (live_calls.h)
   const Listener at_;
   const CallEnv& env_;
   const bool echo_;

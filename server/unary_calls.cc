@@ -38,7 +38,8 @@ class UnaryCall {
   // `request_fn` is the generated AsyncService's RequestMethod, a member of `service` or
   // of one of its bases.
   template <class Service, class RequestFn>
-  UnaryCall(const Listener& at, Service* service, RequestFn request_fn) : at_(at) {
+  UnaryCall(const Listener& at, Service* service, RequestFn request_fn)
+      : live_(at.env->live_calls), at_(at) {
     context_.AsyncNotifyWhenDone(&done_event_);  // before the call starts, as gRPC asks
     (service->*request_fn)(&context_, &request_, &responder_, at.cq, at.cq, &started_event_);
   }
@@ -67,6 +68,7 @@ class UnaryCall {
     responder_.Finish(response_, status, &finished_event_);
   }
 
+  LiveCalls::Token live_;  // first: released last (live_calls.h)
   const Listener at_;
   grpc::ServerContext context_;
   Req request_;
