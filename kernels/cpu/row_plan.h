@@ -136,7 +136,9 @@ constexpr int64_t kFusedMaxCols = 4096;
 // without them, 0.8-1.0 with them and a fetch 4-16 KiB ahead. In normd, one thread, five
 // alternating rounds: LayerNorm bf16 0.36-0.44 -> 0.53-0.66, f16 0.44-0.51 -> 0.64-0.76,
 // RMSNorm bf16 0.49-0.66 -> 0.70-0.86, f16 0.46-0.57 -> 0.65-0.85 (4 KiB and 16 KiB ahead
-// measured too: 8 KiB as good or better); at 16384x1024 unchanged within the spread.
+// measured too: 8 KiB as good or better); at 16384x1024 unchanged within the spread. A later
+// check (thirty-ninth session) had bf16 better at 4 KiB and f16 worse: one distance for both
+// is a compromise.
 constexpr int64_t kFusedAheadBytes = 8 << 10;
 
 }  // namespace normd::kernels::cpu

@@ -4,7 +4,8 @@
 // queued or running. Each must end with a documented code,
 // the server must keep serving, and afterwards nothing may stay held: the memory budget
 // is back to zero bytes reserved and the scheduler has nothing in flight (a request whose
-// client vanished that kept its buffers would show here).
+// client vanished that kept its buffers would show here). Last, servers stopped at once
+// under live streams and unary calls (ShutdownTest) must stop without aborting.
 #include <atomic>
 #include <thread>
 #include <vector>
