@@ -11,17 +11,20 @@
 namespace normd::kernels::bench {
 namespace {
 
-// A typed buffer filled with N(0.5, 2) values (rounded to its dtype).
+// A typed buffer filled with N(0.5, 2) values (rounded to its dtype), starting `offset`
+// bytes past an aligned allocation's start (hwy::AllocateAligned: 64 bytes or more).
 struct Buf {
   hwy::AlignedFreeUniquePtr<unsigned char[]> bytes;
+  unsigned char* data;
   DType dtype;
   int64_t n;
-  Buf(DType t, int64_t count, uint64_t seed) : dtype(t), n(count) {
-    bytes = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t)));
-    FillNormal(t, bytes.get(), n, static_cast<uint32_t>(seed));
+  Buf(DType t, int64_t count, uint64_t seed, int64_t offset) : dtype(t), n(count) {
+    bytes = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t) + offset));
+    data = bytes.get() + offset;
+    FillNormal(t, data, n, static_cast<uint32_t>(seed));
   }
-  ConstTensor view() const { return {dtype, bytes.get(), n}; }
-  MutTensor mut() { return {dtype, bytes.get(), n}; }
+  ConstTensor view() const { return {dtype, data, n}; }
+  MutTensor mut() { return {dtype, data, n}; }
 };
 
 const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
@@ -33,7 +36,7 @@ std::string Lower(const char* s) {
 }
 
 // Row-wise ops: the op's options applied to a rows x cols problem.
-void AddRowCases(std::vector<BenchCase>* out) {
+void AddRowCases(int64_t offset, std::vector<BenchCase>* out) {
   struct Op {
     const char* name;
     RowNormKind kind;
@@ -76,10 +79,10 @@ void AddRowCases(std::vector<BenchCase>* out) {
             op.residual == R::kAddThenNorm ? 4 : (op.residual == R::kNormThenAdd ? 3 : 2);
         c.bytes = n * ElementSize(t) * streams;
         c.setup = [=] {
-          st->x = std::make_unique<Buf>(t, n, 1);
-          st->y = std::make_unique<Buf>(t, n, 2);
-          st->w = std::make_unique<Buf>(DType::kF32, cols, 3);
-          st->b = std::make_unique<Buf>(DType::kF32, cols, 4);
+          st->x = std::make_unique<Buf>(t, n, 1, offset);
+          st->y = std::make_unique<Buf>(t, n, 2, offset);
+          st->w = std::make_unique<Buf>(DType::kF32, cols, 3, offset);
+          st->b = std::make_unique<Buf>(DType::kF32, cols, 4, offset);
           RowNormArgs& a = st->a;
           a = RowNormArgs{};
           a.kind = op.kind;
@@ -94,12 +97,12 @@ void AddRowCases(std::vector<BenchCase>* out) {
           a.partial_fraction = op.partial_fraction;
           a.cast_before_weight = op.cast_before_weight;
           if (op.residual != R::kNone) {
-            st->skip = std::make_unique<Buf>(t, n, 5);
+            st->skip = std::make_unique<Buf>(t, n, 5, offset);
             a.residual = op.residual;
             a.skip = st->skip->view();
           }
           if (op.residual == R::kAddThenNorm) {
-            st->h = std::make_unique<Buf>(t, n, 6);
+            st->h = std::make_unique<Buf>(t, n, 6, offset);
             a.h = st->h->mut();
           }
         };
@@ -125,11 +128,11 @@ void AddRowCases(std::vector<BenchCase>* out) {
     c.shape = "4096x32x128";
     c.bytes = 2 * n * ElementSize(t) * 2;
     c.setup = [=] {
-      st->q = std::make_unique<Buf>(t, n, 1);
-      st->k = std::make_unique<Buf>(t, n, 2);
-      st->qo = std::make_unique<Buf>(t, n, 3);
-      st->ko = std::make_unique<Buf>(t, n, 4);
-      st->w = std::make_unique<Buf>(DType::kF32, cols, 5);
+      st->q = std::make_unique<Buf>(t, n, 1, offset);
+      st->k = std::make_unique<Buf>(t, n, 2, offset);
+      st->qo = std::make_unique<Buf>(t, n, 3, offset);
+      st->ko = std::make_unique<Buf>(t, n, 4, offset);
+      st->w = std::make_unique<Buf>(DType::kF32, cols, 5, offset);
       for (auto [a, in, o] : {std::tuple{&st->aq, st->q.get(), st->qo.get()},
                               std::tuple{&st->ak, st->k.get(), st->ko.get()}}) {
         *a = RowNormArgs{};
@@ -157,7 +160,7 @@ void AddRowCases(std::vector<BenchCase>* out) {
 
 // BatchNorm (training and inference), GroupNorm (32 groups), InstanceNorm on
 // [32, 64, 56, 56] and its channels-last twin [32, 56, 56, 64].
-void AddChannelCases(std::vector<BenchCase>* out) {
+void AddChannelCases(int64_t offset, std::vector<BenchCase>* out) {
   const int64_t N = 32, C = 64, S = 56 * 56, total = N * C * S;
   const int64_t l2 = 2 << 20;
   for (const char* op : {"batch_norm_train", "batch_norm_eval", "group_norm", "instance_norm"}) {
@@ -186,17 +189,17 @@ void AddChannelCases(std::vector<BenchCase>* out) {
         const int reads = unit_bytes > l2 ? 2 : 1;
         c.bytes = total * ElementSize(t) * (reads + 1);
         c.setup = [=] {
-          st->x = std::make_unique<Buf>(t, total, 1);
-          st->y = std::make_unique<Buf>(t, total, 2);
-          st->w = std::make_unique<Buf>(DType::kF32, C, 3);
-          st->b = std::make_unique<Buf>(DType::kF32, C, 4);
-          st->rm = std::make_unique<Buf>(DType::kF32, C, 5);
-          st->rv = std::make_unique<Buf>(DType::kF32, C, 6);
-          for (int64_t i = 0; i < C; ++i) StoreElement(DType::kF32, st->rv->bytes.get(), i, 1.5f);
-          st->rm_out = std::make_unique<Buf>(DType::kF32, C, 7);
-          st->rv_out = std::make_unique<Buf>(DType::kF32, C, 8);
-          st->mean = std::make_unique<Buf>(DType::kF32, C, 9);
-          st->var = std::make_unique<Buf>(DType::kF32, C, 10);
+          st->x = std::make_unique<Buf>(t, total, 1, offset);
+          st->y = std::make_unique<Buf>(t, total, 2, offset);
+          st->w = std::make_unique<Buf>(DType::kF32, C, 3, offset);
+          st->b = std::make_unique<Buf>(DType::kF32, C, 4, offset);
+          st->rm = std::make_unique<Buf>(DType::kF32, C, 5, offset);
+          st->rv = std::make_unique<Buf>(DType::kF32, C, 6, offset);
+          for (int64_t i = 0; i < C; ++i) StoreElement(DType::kF32, st->rv->data, i, 1.5f);
+          st->rm_out = std::make_unique<Buf>(DType::kF32, C, 7, offset);
+          st->rv_out = std::make_unique<Buf>(DType::kF32, C, 8, offset);
+          st->mean = std::make_unique<Buf>(DType::kF32, C, 9, offset);
+          st->var = std::make_unique<Buf>(DType::kF32, C, 10, offset);
           BatchNormArgs& bn = st->bn;
           bn = BatchNormArgs{};
           bn.n = N;
@@ -257,10 +260,10 @@ void AddChannelCases(std::vector<BenchCase>* out) {
 
 }  // namespace
 
-std::vector<BenchCase> AllCases() {
+std::vector<BenchCase> AllCases(int64_t offset) {
   std::vector<BenchCase> cases;
-  AddRowCases(&cases);
-  AddChannelCases(&cases);
+  AddRowCases(offset, &cases);
+  AddChannelCases(offset, &cases);
   return cases;
 }
 

@@ -17,12 +17,17 @@
 // threads, and their ratio (all threads' time over one thread's: above 1, the workers cost
 // more than they gave).
 //
+// With --offset N every buffer of a case (inputs, outputs, weight and bias) starts N bytes
+// past a 64-byte boundary (N a multiple of 4, at most 4096), as a server's do: a request's
+// tensors are parsed protobuf `bytes` fields (16 bytes past a page for large ones). memcpy's
+// buffers stay aligned.
+//
 // With --cuda it times the CUDA kernels instead, on device-resident tensors beside a
 // device-to-device copy (cuda_bench.cc).
 //
 //   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
 //                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
-//                      [--spaced-us N]
+//                      [--spaced-us N] [--offset N]
 //   normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] [--min-time SECONDS]
 #include <algorithm>
 #include <chrono>
@@ -103,6 +108,7 @@ int Main(int argc, char** argv) {
   double min_time = 0.25;
   bool reference = true;
   int spaced_us = 0;
+  int64_t offset = 0;
   bool cuda = false;
   int device = 0;
   CpuBackendOptions options;
@@ -126,6 +132,9 @@ int Main(int argc, char** argv) {
       }
     } else if (a == "--spaced-us" && i + 1 < argc) {
       spaced_us = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--offset" && i + 1 < argc && std::atoll(argv[i + 1]) % 4 == 0 &&
+               std::atoll(argv[i + 1]) >= 0 && std::atoll(argv[i + 1]) <= 4096) {
+      offset = std::atoll(argv[++i]);  // whole f32 elements, as malloc places them
     } else if (a == "--no-reference") {
       reference = false;
     } else if (a == "--cuda") {
@@ -136,7 +145,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
                    "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME] "
-                   "[--spaced-us N]\n"
+                   "[--spaced-us N] [--offset N]\n"
                    "       normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] "
                    "[--min-time S]\n");
       return 2;
@@ -152,7 +161,7 @@ int Main(int argc, char** argv) {
                 cpu.device().c_str(), spaced_us);
     std::printf("%-22s %-5s %-16s %9s %9s %9s\n", "op", "dtype", "shape", "1t us", "all us",
                 "all/1t");
-    for (BenchCase& c : AllCases()) {
+    for (BenchCase& c : AllCases(offset)) {
       if (!std::regex_search(absl::StrCat(c.op, "/", c.dtype, "/", c.shape), re)) continue;
       c.setup();
       const double one = TimeSpaced([&] { c.run(cpu, 1); }, spaced_us, min_time);
@@ -170,7 +179,7 @@ int Main(int argc, char** argv) {
               "1t GB/s", "memcpy", "ratio", "all GB/s", "memcpy", "ratio", "ref GB/s",
               "1t ns (memcpy)");
   std::vector<Row> rows;
-  for (BenchCase& c : AllCases()) {
+  for (BenchCase& c : AllCases(offset)) {
     const std::string name = absl::StrCat(c.op, "/", c.dtype, "/", c.shape);
     if (!std::regex_search(name, re)) continue;
     c.setup();

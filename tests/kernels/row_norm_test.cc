@@ -414,5 +414,56 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   });
 }
 
+// An fp32 weight and bias where a request's parsed bytes put them (any multiple of 4 bytes
+// past a 64-byte boundary): the backend uses them in place (row_norm.cc, F32Param), and the
+// kernels' loads and the two-row epilogue must give the bits of aligned parameters, for
+// every input dtype and target, for one row, a few and many.
+TEST(RowNormParamTest, MisalignedF32ParametersGiveTheBitsOfAlignedOnes) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(11);
+    for (const int64_t cols : {1000, 4096}) {
+      for (const int64_t rows : {1, 8, 70}) {
+        for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+          for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+            const int64_t n = rows * cols;
+            Buffer x = Buffer::Of(t, RandomValues(rng, n, 0.5f, 2));
+            const std::vector<float> w = RandomValues(rng, cols, 1, 0.1f);
+            const std::vector<float> b = RandomValues(rng, cols);
+            // Aligned: std::vector<unsigned char>'s storage is 16-byte aligned, so place the
+            // parameters by hand on a 64-byte boundary and at each offset from it.
+            std::vector<unsigned char> wmem((cols + 32) * 4), bmem((cols + 32) * 4);
+            auto place = [&](std::vector<unsigned char>& mem, const std::vector<float>& v,
+                             size_t offset) {
+              const uintptr_t base = reinterpret_cast<uintptr_t>(mem.data());
+              float* at = reinterpret_cast<float*>((base + 63) / 64 * 64 + offset);
+              std::copy(v.begin(), v.end(), at);
+              return ConstTensor{DType::kF32, at, cols};
+            };
+            auto run = [&](size_t offset) {
+              Buffer y(t, n);
+              RowNormArgs a;
+              a.kind = kind;
+              a.rows = rows;
+              a.cols = cols;
+              a.x = x.view();
+              a.weight = place(wmem, w, offset);
+              if (kind == RowNormKind::kLayer) a.bias = place(bmem, b, (offset * 3) % 64);
+              a.eps = 1e-5;
+              a.y = y.view_mut();
+              EXPECT_TRUE(CpuBackend().RowNorm(a).ok());
+              return y.bytes;
+            };
+            const std::vector<unsigned char> aligned = run(0);
+            for (size_t offset = 4; offset < 64; offset += 12) {
+              ASSERT_EQ(aligned, run(offset)) << "offset " << offset << " rows " << rows << " cols "
+                                              << cols << " dtype " << static_cast<int>(t);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace normd::kernels
