@@ -14,6 +14,13 @@ target_link_libraries(server_test PRIVATE normd_transport normd_client normd_com
   GTest::gtest_main GTest::gmock)
 gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
+# normd's global operator new, in a program of its own: the replacement is the whole
+# program's, as in normd.
+add_executable(aligned_new_test server/aligned_new_test.cc)
+target_include_directories(aligned_new_test PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(aligned_new_test PRIVATE normd_aligned_new normd_proto GTest::gtest_main)
+gtest_discover_tests(aligned_new_test DISCOVERY_TIMEOUT 60)
+
 # The client library and normbench's pieces that need no server: the latency histogram
 # against exact percentiles, tensor helpers, workloads, --verify's reference.
 add_executable(client_test client/histogram_test.cc client/client_lib_test.cc)

@@ -1,0 +1,21 @@
+// The alignment normd's global operator new gives large blocks (aligned_new.cc, linked into
+// the normd executable and its test only: a replacement of operator new is the whole
+// program's). Constants only; safe from any thread.
+#ifndef NORMD_SERVER_ALIGNED_NEW_H_
+#define NORMD_SERVER_ALIGNED_NEW_H_
+
+#include <cstddef>
+
+namespace normd::server {
+
+// From this size a block starts on a kLargeBlockAlignment boundary: tensors from four rows of
+// 4096 f32 up, and every chunk of the client's chunked calls (256 KiB). Below it malloc's
+// placement and speed are kept (aligned_alloc carves the block out of a larger one and
+// frees the rest), for gRPC's and protobuf's many small objects and for small requests,
+// whose call costs tens of microseconds beside the kernel's fraction of one.
+inline constexpr std::size_t kAlignFromBytes = 64 << 10;
+inline constexpr std::size_t kLargeBlockAlignment = 64;
+
+}  // namespace normd::server
+
+#endif  // NORMD_SERVER_ALIGNED_NEW_H_
