@@ -31,7 +31,7 @@ TEST(AlignedNewTest, LargeBlocksStartOnACacheLineInEveryForm) {
     }
     void* one = ::operator new(n);
     EXPECT_TRUE(Aligned(one)) << n;
-    ::operator delete(one, n);
+    ::operator delete(one);
     void* quiet = ::operator new(n, std::nothrow);
     ASSERT_NE(quiet, nullptr);
     EXPECT_TRUE(Aligned(quiet)) << n;
