@@ -1,0 +1,154 @@
+// Where a row op's buffers lie: its output at every offset from a cache line (streamed
+// against plain stores) and an fp32 weight and bias off one (against aligned ones) must not
+// change a bit, on every compiled target. A server's tensors lie wherever its transport
+// parsed them.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "normd/kernels/cpu_backend.h"
+#include "tests/kernels/test_util.h"
+
+namespace normd::kernels {
+namespace {
+
+using normd::testing::Buffer;
+using normd::testing::ForEachTarget;
+using normd::testing::RandomValues;
+
+// Large outputs go out with non-temporal stores, which need aligned addresses: the kernel
+// writes a head up to the first aligned element and streams from there. An output at any
+// offset (a protobuf string's data is 16-byte aligned, not 64) must give the same bytes as
+// plain stores, on every target (SSE4's four-lane f16/bf16 stores once faulted), from
+// every input dtype; so must a residual add's h, streamed (f16/bf16) where its row is
+// vector-aligned. (An aligned load of the row buffer at the head's odd offset once crashed
+// normd on a single 128 MiB request.)
+TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(7);
+    // Six rows: large f16/bf16 rows without a residual take their statistics four at a time
+    // (a group and two single rows) at 1000 columns, one by one at 4100, and at 1024 and
+    // 2000 the next row's sums in a row's epilogue loop (fused_rows.cc; at 2000, not a whole
+    // number of its blocks, the two passes from that loop), where plain stores take them
+    // one by one. 1000 columns (not a multiple of any vector width) start each row at
+    // another alignment; 1024 start every row where the first does. From 4096 columns a
+    // large f16/bf16 row with a residual forms h again in its epilogue, where plain stores
+    // read the fp32 row buffer.
+    const int64_t rows = 6;
+    for (const int64_t cols : {1000, 1024, 2000, 4100}) {
+      // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
+      // buffer: the same bytes either way.
+      for (const auto& io : {std::pair{DType::kF32, DType::kF32},
+                             {DType::kF32, DType::kF16},
+                             {DType::kF32, DType::kBF16},
+                             {DType::kF16, DType::kF16},
+                             {DType::kBF16, DType::kBF16},
+                             {DType::kBF16, DType::kF32}}) {
+        // Plain variables: a lambda below captures them (clang 14 cannot capture bindings).
+        const DType in_t = io.first, out_t = io.second;
+        for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+          for (bool affine : {false, true}) {
+            // With a residual added, h streams too where its row is aligned (f16/bf16).
+            for (bool add : {false, true}) {
+              Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
+              Buffer skip = Buffer::Of(in_t, RandomValues(rng, rows * cols));
+              Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
+              Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
+              const size_t esize = ElementSize(out_t), hsize = ElementSize(in_t);
+              for (size_t offset = 0; offset < 64 / esize; ++offset) {
+                std::vector<unsigned char> plain((rows * cols + 64) * esize),
+                    streamed(plain.size());
+                std::vector<unsigned char> plain_h((rows * cols + 64) * hsize),
+                    streamed_h(plain_h.size());
+                auto args = [&](std::vector<unsigned char>& into, std::vector<unsigned char>& h) {
+                  RowNormArgs a;
+                  a.kind = kind;
+                  a.rows = rows;
+                  a.cols = cols;
+                  a.x = x.view();
+                  if (affine) {
+                    a.weight = w.view();
+                    a.bias = b.view();
+                  }
+                  if (add) {
+                    a.residual = ResidualPlacement::kAddThenNorm;
+                    a.skip = skip.view();
+                    a.h = {in_t, h.data() + (offset % (64 / hsize)) * hsize, rows * cols};
+                  }
+                  a.y = {out_t, into.data() + offset * esize, rows * cols};
+                  return a;
+                };
+                CpuBackendOptions never, always;
+                never.stream_bytes = int64_t{1} << 60;
+                always.stream_bytes = 0;
+                ASSERT_TRUE(CpuBackend(never).RowNorm(args(plain, plain_h)).ok());
+                ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed, streamed_h)).ok());
+                ASSERT_EQ(plain, streamed)
+                    << static_cast<int>(out_t) << " offset " << offset << " cols " << cols;
+                ASSERT_EQ(plain_h, streamed_h)
+                    << static_cast<int>(out_t) << " h offset " << offset << " cols " << cols;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// An fp32 weight and bias where a request's parsed bytes put them (any multiple of 4 bytes
+// past a 64-byte boundary): the backend uses them in place (row_norm.cc, F32Param), and the
+// kernels' loads and the two-row epilogue must give the bits of aligned parameters, for
+// every input dtype and target, for one row, a few and many.
+TEST(RowNormParamTest, MisalignedF32ParametersGiveTheBitsOfAlignedOnes) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(11);
+    for (const int64_t cols : {1000, 4096}) {
+      for (const int64_t rows : {1, 8, 70}) {
+        for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+          for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+            const int64_t n = rows * cols;
+            Buffer x = Buffer::Of(t, RandomValues(rng, n, 0.5f, 2));
+            const std::vector<float> w = RandomValues(rng, cols, 1, 0.1f);
+            const std::vector<float> b = RandomValues(rng, cols);
+            // Aligned: std::vector<unsigned char>'s storage is 16-byte aligned, so place the
+            // parameters by hand on a 64-byte boundary and at each offset from it.
+            std::vector<unsigned char> wmem((cols + 32) * 4), bmem((cols + 32) * 4);
+            auto place = [&](std::vector<unsigned char>& mem, const std::vector<float>& v,
+                             size_t offset) {
+              const uintptr_t base = reinterpret_cast<uintptr_t>(mem.data());
+              float* at = reinterpret_cast<float*>((base + 63) / 64 * 64 + offset);
+              std::copy(v.begin(), v.end(), at);
+              return ConstTensor{DType::kF32, at, cols};
+            };
+            auto run = [&](size_t offset) {
+              Buffer y(t, n);
+              RowNormArgs a;
+              a.kind = kind;
+              a.rows = rows;
+              a.cols = cols;
+              a.x = x.view();
+              a.weight = place(wmem, w, offset);
+              if (kind == RowNormKind::kLayer) a.bias = place(bmem, b, (offset * 3) % 64);
+              a.eps = 1e-5;
+              a.y = y.view_mut();
+              EXPECT_TRUE(CpuBackend().RowNorm(a).ok());
+              return y.bytes;
+            };
+            const std::vector<unsigned char> aligned = run(0);
+            for (size_t offset = 4; offset < 64; offset += 12) {
+              ASSERT_EQ(aligned, run(offset)) << "offset " << offset << " rows " << rows << " cols "
+                                              << cols << " dtype " << static_cast<int>(t);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace normd::kernels
