@@ -115,36 +115,19 @@ void AddRowCall(const RowNormArgs& a, DeviceMemory& mem, DeviceCase* dc) {
   RowSegment s = cuda::SegmentOf(a);
   s.x = mem.Upload(a.x);
   s.skip = mem.Upload(a.skip);
-  const void* w_raw = mem.Upload(a.weight);
-  const void* b_raw = mem.Upload(a.bias);
-  auto* w = a.weight.present() ? static_cast<float*>(mem.Alloc(a.cols * 4)) : nullptr;
-  auto* b = a.bias.present() ? static_cast<float*>(mem.Alloc(a.cols * 4)) : nullptr;
-  s.weight = w;
-  s.bias = b;
+  s.weight = mem.Upload(a.weight);
+  s.bias = mem.Upload(a.bias);
   s.y = mem.Alloc(Bytes(a.y));
   s.h = a.h.present() ? mem.Alloc(Bytes(a.h)) : nullptr;
   std::vector<RowItem> items;
-  int64_t max_block_cols = 0;
-  cuda::PlanRowItems(0, a.rows, a.cols, &items, &max_block_cols);
+  int64_t max_block_cols = 0, max_warp_cols = 0;
+  cuda::PlanRowItems(0, a.rows, a.cols, &items, &max_block_cols, &max_warp_cols);
   const auto* table = static_cast<const RowSegment*>(mem.Upload(&s, sizeof(s)));
   const auto* dev_items =
       static_cast<const RowItem*>(mem.Upload(items.data(), items.size() * sizeof(RowItem)));
   const int num_items = static_cast<int>(items.size());
-  const float offset = cuda::WeightOffset(a);
-  if (w != nullptr) {
-    const int32_t wt = cuda::Code(a.weight.dtype);
-    const int64_t cols = a.cols;
-    dc->launches.push_back(
-        [=](cudaStream_t st) { return cuda::LaunchWiden(wt, w_raw, cols, offset, w, st); });
-  }
-  if (b != nullptr) {
-    const int32_t bt = cuda::Code(a.bias.dtype);
-    const int64_t cols = a.cols;
-    dc->launches.push_back(
-        [=](cudaStream_t st) { return cuda::LaunchWiden(bt, b_raw, cols, 0.0f, b, st); });
-  }
   dc->launches.push_back([=](cudaStream_t st) {
-    return cuda::LaunchRowNorm(table, dev_items, num_items, max_block_cols, st);
+    return cuda::LaunchRowNorm(table, dev_items, num_items, max_block_cols, max_warp_cols, st);
   });
   dc->outputs.push_back(Expect(s.y, a.y));
   if (a.h.present()) dc->outputs.push_back(Expect(s.h, a.h));
@@ -156,15 +139,15 @@ void AddChannelCall(ChannelArgs ca, const ConstTensor& x, const ConstTensor& wei
                     const ConstTensor& bias, const MutTensor& y, const std::vector<double>& stats,
                     int sms, DeviceMemory& mem, DeviceCase* dc) {
   const int64_t sets = ca.groups == 0 ? ca.c : ca.n * ca.groups;
-  const int64_t set_size = ca.groups == 0 ? ca.n * ca.s : (ca.c / ca.groups) * ca.s;
   const bool given = !stats.empty();
-  const int splits = given ? 0 : cuda::StatsSplits(sets, set_size, sms);
+  const int splits = given ? 0 : cuda::ChannelStatsSplits(ca, sms);
   ca.x = mem.Upload(x);
   ca.y = mem.Alloc(Bytes(y));
   auto* mean = static_cast<double*>(given ? mem.Upload(stats.data(), sets * 2 * sizeof(double))
                                           : mem.Alloc(sets * 2 * 8));
   double* var = mean + sets;
   auto* partials = static_cast<double*>(mem.Alloc(sets * std::max(splits, 1) * 3 * 8));
+  auto* params = static_cast<float4*>(mem.Alloc(cuda::ChannelParamCount(ca) * sizeof(float4)));
   for (const ConstTensor* t : {&weight, &bias}) {
     if (!t->present()) continue;
     const void* raw = mem.Upload(*t);
@@ -181,7 +164,7 @@ void AddChannelCall(ChannelArgs ca, const ConstTensor& x, const ConstTensor& wei
     });
   }
   dc->launches.push_back(
-      [=](cudaStream_t st) { return cuda::LaunchChannelApply(ca, mean, var, st); });
+      [=](cudaStream_t st) { return cuda::LaunchChannelApply(ca, mean, var, params, st); });
   dc->outputs.push_back(Expect(ca.y, y));
 }
 

@@ -16,8 +16,7 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
                                      const MutTensor& y, const std::vector<double>* stats_in,
                                      std::vector<double>* stats_out, const char* what) {
   const int64_t sets = ca.groups == 0 ? ca.c : ca.n * ca.groups;
-  const int64_t set_size = ca.groups == 0 ? ca.n * ca.s : (ca.c / ca.groups) * ca.s;
-  const int splits = stats_in ? 0 : StatsSplits(sets, set_size, sms_);
+  const int splits = stats_in ? 0 : ChannelStatsSplits(ca, sms_);
   // Inputs first (one transfer), then device-only scratch, then y (copied back).
   Staging st;
   const int64_t x_at = st.Reserve(Bytes(x));
@@ -28,6 +27,7 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
   const int64_t w_at = st.Reserve(weight.present() ? ca.c * 4 : 0);
   const int64_t b_at = st.Reserve(bias.present() ? ca.c * 4 : 0);
   const int64_t partials = st.Reserve(sets * splits * 3 * sizeof(double));
+  const int64_t params_at = st.Reserve(ChannelParamCount(ca) * sizeof(float4));
   const int64_t y_at = st.Reserve(Bytes(y));
   absl::StatusOr<Call> call = Begin(st.size());
   if (!call.ok()) return call.status();
@@ -59,7 +59,11 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
                                       var, call->stream),
                    "statistics");
   }
-  if (status.ok()) status = Check(LaunchChannelApply(ca, mean, var, call->stream), what);
+  if (status.ok()) {
+    status = Check(
+        LaunchChannelApply(ca, mean, var, reinterpret_cast<float4*>(dev + params_at), call->stream),
+        what);
+  }
   if (status.ok()) {
     status = Check(
         cudaMemcpyAsync(host + y_at, dev + y_at, Bytes(y), cudaMemcpyDeviceToHost, call->stream),

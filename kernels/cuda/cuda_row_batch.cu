@@ -11,11 +11,11 @@
 namespace normd::kernels::cuda {
 
 absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
-  // Layout of the call's memory: per segment x, skip, raw weight, raw bias (inputs,
-  // copied in one transfer), then the segment and item tables, then fp32 weight and bias,
-  // then y and h (outputs).
+  // Layout of the call's memory: per segment x, skip, weight, bias (inputs, copied in one
+  // transfer; the kernel reads the weight and bias in their own dtype), then the segment
+  // and item tables, then y and h (outputs).
   struct Offsets {
-    int64_t x, skip, w_raw, b_raw, w, b, y, h;
+    int64_t x, skip, w, b, y, h;
   };
   std::vector<Offsets> off(segments.size());
   Staging st;
@@ -23,23 +23,19 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
     const RowNormArgs& a = segments[i];
     off[i].x = st.Reserve(Bytes(a.x));
     off[i].skip = st.Reserve(Bytes(a.skip));
-    off[i].w_raw = st.Reserve(Bytes(a.weight));
-    off[i].b_raw = st.Reserve(Bytes(a.bias));
+    off[i].w = st.Reserve(Bytes(a.weight));
+    off[i].b = st.Reserve(Bytes(a.bias));
   }
   std::vector<RowSegment> table(segments.size());
   std::vector<RowItem> items;
-  int64_t max_block_cols = 0;
+  int64_t max_block_cols = 0, max_warp_cols = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     PlanRowItems(static_cast<int32_t>(i), segments[i].rows, segments[i].cols, &items,
-                 &max_block_cols);
+                 &max_block_cols, &max_warp_cols);
   }
   if (items.empty()) return absl::OkStatus();
   const int64_t table_at = st.Reserve(table.size() * sizeof(RowSegment));
   const int64_t items_at = st.Reserve(items.size() * sizeof(RowItem));
-  for (size_t i = 0; i < segments.size(); ++i) {
-    off[i].w = st.Reserve(segments[i].weight.present() ? segments[i].cols * 4 : 0);
-    off[i].b = st.Reserve(segments[i].bias.present() ? segments[i].cols * 4 : 0);
-  }
   const int64_t outputs_at = st.size();
   for (size_t i = 0; i < segments.size(); ++i) {
     off[i].y = st.Reserve(Bytes(segments[i].y));
@@ -56,14 +52,14 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
     const RowNormArgs& a = segments[i];
     stage(off[i].x, a.x.data, Bytes(a.x));
     stage(off[i].skip, a.skip.data, Bytes(a.skip));
-    stage(off[i].w_raw, a.weight.data, Bytes(a.weight));
-    stage(off[i].b_raw, a.bias.data, Bytes(a.bias));
+    stage(off[i].w, a.weight.data, Bytes(a.weight));
+    stage(off[i].b, a.bias.data, Bytes(a.bias));
     RowSegment& s = table[i];
     s = SegmentOf(a);
     s.x = dev + off[i].x;
     s.skip = a.skip.present() ? dev + off[i].skip : nullptr;
-    s.weight = a.weight.present() ? reinterpret_cast<const float*>(dev + off[i].w) : nullptr;
-    s.bias = a.bias.present() ? reinterpret_cast<const float*>(dev + off[i].b) : nullptr;
+    s.weight = a.weight.present() ? dev + off[i].w : nullptr;
+    s.bias = a.bias.present() ? dev + off[i].b : nullptr;
     s.y = dev + off[i].y;
     s.h = a.h.present() ? dev + off[i].h : nullptr;
   }
@@ -71,24 +67,12 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
   stage(items_at, items.data(), items.size() * sizeof(RowItem));
   absl::Status status = Check(
       cudaMemcpyAsync(dev, host, outputs_at, cudaMemcpyHostToDevice, call->stream), "copy in");
-  for (size_t i = 0; status.ok() && i < segments.size(); ++i) {
-    const RowNormArgs& a = segments[i];
-    if (a.weight.present()) {
-      status = Check(LaunchWiden(Code(a.weight.dtype), dev + off[i].w_raw, a.cols, WeightOffset(a),
-                                 reinterpret_cast<float*>(dev + off[i].w), call->stream),
-                     "widen weight");
-    }
-    if (status.ok() && a.bias.present()) {
-      status = Check(LaunchWiden(Code(a.bias.dtype), dev + off[i].b_raw, a.cols, 0.0f,
-                                 reinterpret_cast<float*>(dev + off[i].b), call->stream),
-                     "widen bias");
-    }
-  }
   if (status.ok()) {
-    status = Check(LaunchRowNorm(reinterpret_cast<const RowSegment*>(dev + table_at),
-                                 reinterpret_cast<const RowItem*>(dev + items_at),
-                                 static_cast<int>(items.size()), max_block_cols, call->stream),
-                   "row kernel");
+    status = Check(
+        LaunchRowNorm(reinterpret_cast<const RowSegment*>(dev + table_at),
+                      reinterpret_cast<const RowItem*>(dev + items_at),
+                      static_cast<int>(items.size()), max_block_cols, max_warp_cols, call->stream),
+        "row kernel");
   }
   if (status.ok()) {
     status = Check(cudaMemcpyAsync(host + outputs_at, dev + outputs_at, st.size() - outputs_at,

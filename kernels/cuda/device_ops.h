@@ -31,8 +31,10 @@ struct RowSegment {
   float alpha;
   const void* x;
   const void* skip;
-  const float* weight;  // fp32 with the offset added, or null
-  const float* bias;    // fp32 or null
+  const void* weight;  // of w_dtype, or null
+  const void* bias;    // of b_dtype, or null
+  int32_t w_dtype, b_dtype;
+  float w_offset;  // added to the weight in fp32 (RMSNorm's offset: Gemma's 1 + w)
   void* y;
   void* h;  // or null
 };
@@ -50,12 +52,14 @@ inline constexpr int kRowBlockThreads = 256;
 inline constexpr int kWarpRowMaxCols = 2048;  // above: a block per row
 
 // Appends the launch units of segment `segment` (rows x cols) to `items`: rows up to
-// kWarpRowMaxCols columns a warp each, eight to a unit; longer rows a block each, with
-// *max_block_cols raised to the longest such row.
+// kWarpRowMaxCols columns a warp each, eight to a unit, with *max_warp_cols raised to the
+// longest such row; longer rows a block each, with *max_block_cols raised to the longest.
+// The two maxima size the launch's shared memory.
 inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vector<RowItem>* items,
-                         int64_t* max_block_cols) {
+                         int64_t* max_block_cols, int64_t* max_warp_cols) {
   if (rows == 0 || cols == 0) return;
   if (cols <= kWarpRowMaxCols) {
+    *max_warp_cols = std::max(*max_warp_cols, cols);
     for (int64_t r = 0; r < rows; r += 8) {
       items->push_back({segment, 1, r, static_cast<int32_t>(std::min<int64_t>(8, rows - r))});
     }
@@ -65,11 +69,11 @@ inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vecto
   }
 }
 
-// Launches the row kernel over `items` (device array) of `segments` (device array).
-// smem_cols: the longest row staged in shared memory (block rows); rows longer than what
-// shared memory holds are read twice from global memory.
+// Launches the row kernel over `items` (device array) of `segments` (device array), one
+// launch; max_block_cols and max_warp_cols as PlanRowItems left them. Block rows longer
+// than shared memory holds stage their first part and read the rest from global memory.
 cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, int num_items,
-                          int64_t max_block_cols, cudaStream_t stream);
+                          int64_t max_block_cols, int64_t max_warp_cols, cudaStream_t stream);
 
 // Per-channel (BatchNorm) or per-(sample, group) statistics and the affine apply.
 struct ChannelArgs {
@@ -97,16 +101,29 @@ inline int StatsSplits(int64_t sets, int64_t set_size, int sms) {
   return static_cast<int>(std::min<int64_t>(splits, 1024));
 }
 
-// y = (x - mean[k]) / sqrt(var[k] + eps) * w[c] + b[c].
+// How many chunks each statistic set of `a` is split into (StatsSplits; for channels-last
+// BatchNorm, whose blocks each read up to 256 channels of a range of rows, the tiles of 256
+// channels count as the sets).
+inline int ChannelStatsSplits(const ChannelArgs& a, int sms) {
+  if (a.groups == 0 && a.channels_last) {
+    const int64_t tiles = (a.c + 255) / 256;
+    return StatsSplits(tiles, a.n * a.s * std::min<int64_t>(a.c, 256), sms);
+  }
+  return a.groups == 0 ? StatsSplits(a.c, a.n * a.s, sms)
+                       : StatsSplits(a.n * a.groups, (a.c / a.groups) * a.s, sms);
+}
+
+// The apply pass's per-(sample, channel) parameters: C for BatchNorm, N x C for GroupNorm.
+inline int64_t ChannelParamCount(const ChannelArgs& a) { return a.groups == 0 ? a.c : a.n * a.c; }
+
+// y = (x - mean[k]) / sqrt(var[k] + eps) * w[c] + b[c], through `params` (device scratch of
+// ChannelParamCount(a) entries).
 cudaError_t LaunchChannelApply(const ChannelArgs& a, const double* mean, const double* var,
-                               cudaStream_t stream);
+                               float4* params, cudaStream_t stream);
 
 // Widens `n` elements of `dtype` at src to fp32 at dst, adding `offset`.
 cudaError_t LaunchWiden(int32_t dtype, const void* src, int64_t n, float offset, float* dst,
                         cudaStream_t stream);
-// Narrows n doubles to `dtype` (round to nearest even).
-cudaError_t LaunchNarrow(const double* src, int64_t n, int32_t dtype, void* dst,
-                         cudaStream_t stream);
 
 }  // namespace normd::kernels::cuda
 

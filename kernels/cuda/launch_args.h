@@ -25,8 +25,8 @@ inline int32_t Code(DType t) {
   return t == DType::kF32 ? kDevF32 : (t == DType::kF16 ? kDevF16 : kDevBF16);
 }
 
-// What the row kernel's fp32 weight is widened with: RMSNorm's offset (Gemma's 1 + w),
-// added in fp32 as on the CPU.
+// What the row kernel adds to the weight in fp32, as the CPU does: RMSNorm's offset
+// (Gemma's 1 + w).
 inline float WeightOffset(const RowNormArgs& a) {
   return a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
 }
@@ -45,6 +45,9 @@ inline RowSegment SegmentOf(const RowNormArgs& a) {
   s.partial_m = a.kind == RowNormKind::kRms ? PartialCount(a.partial_fraction, a.cols) : a.cols;
   s.eps = a.eps;
   s.alpha = static_cast<float>(a.alpha);
+  s.w_dtype = a.weight.present() ? Code(a.weight.dtype) : kDevF32;
+  s.b_dtype = a.bias.present() ? Code(a.bias.dtype) : kDevF32;
+  s.w_offset = WeightOffset(a);
   return s;
 }
 

@@ -1,133 +1,296 @@
 // The CUDA row kernel: LayerNorm, RMSNorm (offset, partial, cast_before_weight), L2Norm
 // and their residual fusions over a ragged batch of segments in one launch. Each block
 // takes one RowItem: up to 8 rows of at most kWarpRowMaxCols, a warp each, or one longer
-// row for the whole block. The row is read from global memory once (16-byte vector loads
-// with a peeled head and tail), widened to fp32 (h formed in fp32) into shared memory,
-// and its statistics accumulated in double: the same precision plan as the CPU backend,
-// so both meet docs/semantics.md's one-ulp rule the same way. Rows too long for shared memory
-// are read a second time from global memory (L2) instead.
+// row for the whole block. A row's element types are template parameters, chosen once per
+// row; the weight and bias are read in their own dtype (no widening launch before the
+// kernel: a call is one launch).
+//
+// The row is read from global memory once (16-byte vector loads, several in flight per
+// thread), widened to fp32 (h formed in fp32 with one rounding) into shared memory, and
+// its statistics summed as on the CPU (docs/semantics.md, Accuracy): fp32 sums over one
+// vector's elements, gathered in double. LayerNorm sums the deviations from the row's
+// first element, then, from shared memory, the deviations from that mean rounded to fp32
+// and their squares: the variance comes from sums centred within an fp32 rounding of the
+// mean, whatever the data's offset. The epilogue runs in fp32. Rows longer than shared
+// memory holds stage what fits and read the rest again from global memory (L2).
 #include <algorithm>
+#include <atomic>
 
-#include "kernels/cuda/elements.cuh"
+#include "kernels/cuda/row_chunks.cuh"
 
 namespace normd::kernels::cuda {
 namespace {
 
 struct WarpGroup {
-  __device__ static double Sum(double v, double*) { return WarpSum(v); }
+  __device__ static double Sum(double v, double*) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+  __device__ static double2 Sum2(double2 v, double*) { return WarpSum2(v); }
   __device__ static void Sync() { __syncwarp(); }
 };
 struct BlockGroup {
-  __device__ static double Sum(double v, double* scratch) { return BlockSum(v, scratch); }
+  __device__ static double Sum(double v, double* scratch) {
+    return BlockSum2(make_double2(v, 0.0), scratch).x;
+  }
+  __device__ static double2 Sum2(double2 v, double* scratch) { return BlockSum2(v, scratch); }
   __device__ static void Sync() { __syncthreads(); }
 };
 
-template <class Group>
-__device__ void RowWork(const RowSegment& s, int64_t r, float* buf, int lane, int width,
-                        double* scratch) {
-  const int xb = ElemBytes(s.x_dtype), yb = ElemBytes(s.y_dtype);
-  const int64_t off = r * s.cols;
-  const void* x = static_cast<const char*>(s.x) + off * xb;
-  const void* skip = s.skip ? static_cast<const char*>(s.skip) + off * xb : nullptr;
-  void* y = static_cast<char*>(s.y) + off * yb;
-  void* h = s.h ? static_cast<char*>(s.h) + off * xb : nullptr;
-  const double alpha = s.alpha;
+// One row (index r of segment s) by a group of `width` threads; buf stages its first
+// `cap` values in fp32 (buf may be null, cap 0).
+template <class Group, int XT, int YT>
+__device__ void RowWork(const RowSegment& s, int64_t r, float* buf, int64_t cap, int lane,
+                        int width, double* scratch) {
+  using X = Dev<XT>;
+  using XE = typename X::Elem;
+  const int64_t n = s.cols;
+  const XE* x = static_cast<const XE*>(s.x) + r * n;
+  const XE* skip = s.skip ? static_cast<const XE*>(s.skip) + r * n : nullptr;
+  auto* y = static_cast<typename Dev<YT>::Elem*>(s.y) + r * n;
+  XE* h = s.h ? static_cast<XE*>(s.h) + r * n : nullptr;
+  const float alpha = s.alpha;
   const bool add_then_norm = s.residual == 1;
+  const bool layer = s.kind == 0;
+  const int64_t m = s.partial_m;
+  if (buf == nullptr || cap > n) cap = buf == nullptr ? 0 : n;
 
-  // The normalized quantity: x, or h = alpha * skip + x rounded once to fp32.
-  auto input = [&](int64_t i, float v) -> float {
-    if (add_then_norm) v = static_cast<float>(alpha * LoadAt(s.x_dtype, skip, i) + v);
-    return v;
+  // The normalized quantity from x's values at i..i+K: x, or h = alpha * skip + x.
+  auto add_skip = [&](int64_t i, float* v, auto kc) {
+    constexpr int K = decltype(kc)::value;
+    if (!add_then_norm) return;
+    float sk[K];
+    LoadK<XT, K>(skip, i, sk);
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = __fmaf_rn(alpha, sk[k], v[k]);
   };
-  double sum = 0, ss = 0;
-  ForEachLoaded(s.x_dtype, x, s.cols, lane, width, [&](int64_t i, float raw) {
-    const float v = input(i, raw);
-    if (buf) buf[i] = v;
-    if (s.kind == 0) {
-      sum += v;
-    } else if (i < s.partial_m) {
-      ss += static_cast<double>(v) * v;
+  // The normalized quantity at i..i+K, from buf where staged.
+  auto values = [&](int64_t i, float* v, auto kc) {
+    constexpr int K = decltype(kc)::value;
+    if (i + K <= cap) {
+      if constexpr (K % 4 == 0) {
+        if ((i & 3) == 0) {
+#pragma unroll
+          for (int q = 0; q < K / 4; ++q) {
+            const float4 t = reinterpret_cast<const float4*>(buf + i)[q];
+            v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+          }
+          return;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) v[k] = buf[i + k];
+      return;
     }
-  });
-  auto value = [&](int64_t i) -> float { return buf ? buf[i] : input(i, LoadAt(s.x_dtype, x, i)); };
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (i + k < cap) {
+        v[k] = buf[i + k];
+      } else {
+        v[k] = X::Widen(x[i + k]);
+        add_skip(i + k, v + k, Count<1>{});
+      }
+    }
+  };
 
-  double mean = 0, scale = 1;
-  if (s.kind == 0) {
-    mean = Group::Sum(sum, scratch) / static_cast<double>(s.cols);
-    Group::Sync();
-    double m2 = 0;
-    for (int64_t i = lane; i < s.cols; i += width) {
-      const double d = value(i) - mean;
-      m2 += d * d;
+  // LayerNorm's first shift: the row's first value.
+  float first = 0;
+  if (layer) {
+    first = X::Widen(x[0]);
+    add_skip(0, &first, Count<1>{});
+  }
+  double acc = 0;
+  ForEachLoadedChunk<XT>(x, n, lane, width, [&](int64_t i, float* v, auto kc) {
+    constexpr int K = decltype(kc)::value;
+    add_skip(i, v, kc);
+    if (i + K <= cap && (K == 1 || (i & 3) == 0)) {
+      if constexpr (K % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < K / 4; ++q) {
+          reinterpret_cast<float4*>(buf + i)[q] =
+              make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+        }
+      } else {
+        buf[i] = v[0];
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (i + k < cap) buf[i + k] = v[k];
+      }
     }
-    const double var = Group::Sum(m2, scratch) / static_cast<double>(s.cols);
+    float part = 0;
+    if (layer) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) part += v[k] - first;
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (i + k < m) part = __fmaf_rn(v[k], v[k], part);
+      }
+    }
+    acc += part;
+  });
+
+  double scale;
+  float shift = 0, dm = 0;  // LayerNorm: mean = shift + dm, shift in fp32
+  if (layer) {
+    const double s1 = Group::Sum(acc, scratch);
+    shift = static_cast<float>(first + s1 / static_cast<double>(n));
+    Group::Sync();  // every lane's buf entries are visible to every other lane
+    double2 c = make_double2(0.0, 0.0);
+    auto centred = [&](const float* v, auto kc) {
+      constexpr int K = decltype(kc)::value;
+      float p1 = 0, p2 = 0;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float d = v[k] - shift;
+        p1 += d;
+        p2 = __fmaf_rn(d, d, p2);
+      }
+      c.x += p1;
+      c.y += p2;
+    };
+    const int64_t quads = cap / 4;
+    for (int64_t q = lane; q < quads; q += width) {
+      const float4 t = reinterpret_cast<const float4*>(buf)[q];
+      const float v[4] = {t.x, t.y, t.z, t.w};
+      centred(v, Count<4>{});
+    }
+    for (int64_t i = quads * 4 + lane; i < n; i += width) {
+      float v;
+      values(i, &v, Count<1>{});
+      centred(&v, Count<1>{});
+    }
+    const double2 t = Group::Sum2(c, scratch);
+    const double d1 = t.x / static_cast<double>(n);
+    const double var = fmax(t.y / static_cast<double>(n) - d1 * d1, 0.0);
+    dm = static_cast<float>(d1);
     scale = s.eps_inside ? 1.0 / sqrt(var + s.eps) : 1.0 / (sqrt(var) + s.eps);
   } else {
-    ss = Group::Sum(ss, scratch);
+    const double ss = Group::Sum(acc, scratch);
     if (s.kind == 1) {
-      const double ms = ss / static_cast<double>(s.partial_m);
+      const double ms = ss / static_cast<double>(m);
       scale = s.eps_inside ? 1.0 / sqrt(ms + s.eps) : 1.0 / (sqrt(ms) + s.eps);
     } else {
       scale = 1.0 / fmax(sqrt(ss), s.eps);
     }
   }
   Group::Sync();  // every lane's buf entries are visible to every other lane
+  const float sc = static_cast<float>(scale);
 
-  if (h) ForEachStored(s.x_dtype, h, s.cols, lane, width, [&](int64_t i) { return value(i); });
-  ForEachStored(s.y_dtype, y, s.cols, lane, width, [&](int64_t i) -> float {
-    double n = (value(i) - mean) * scale;
-    if (s.kind == 1 && s.cast_before_weight) n = RoundTo(s.x_dtype, static_cast<float>(n));
-    if (s.weight) n *= s.weight[i];
-    if (s.bias) n += s.bias[i];
-    if (s.residual == 2) n += alpha * LoadAt(s.x_dtype, s.skip, off + i);
-    return static_cast<float>(n);
+  if (h) {
+    ForEachStoredChunk<XT>(h, n, lane, width,
+                           [&](int64_t i, float* out, auto kc) { values(i, out, kc); });
+  }
+  const bool cast_before_weight = s.kind == 1 && s.cast_before_weight;
+  const bool then_add = s.residual == 2;
+  ForEachStoredChunk<YT>(y, n, lane, width, [&](int64_t i, float* out, auto kc) {
+    constexpr int K = decltype(kc)::value;
+    float v[K], w[K], b[K], sk[K];
+    values(i, v, kc);
+    if (s.weight) LoadAnyK<K>(s.w_dtype, s.weight, i, w);
+    if (s.bias) LoadAnyK<K>(s.b_dtype, s.bias, i, b);
+    if (then_add) LoadK<XT, K>(skip, i, sk);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float t = layer ? ((v[k] - shift) - dm) * sc : v[k] * sc;
+      if (cast_before_weight) t = X::Widen(X::Narrow(t));
+      if (s.weight) t *= w[k] + s.w_offset;
+      if (s.bias) t += b[k];
+      if (then_add) t = __fmaf_rn(alpha, sk[k], t);
+      out[k] = t;
+    }
   });
 }
 
-__global__ void __launch_bounds__(kRowBlockThreads)
-    RowNormKernel(const RowSegment* segments, const RowItem* items, int64_t smem_floats) {
-  extern __shared__ float smem[];
-  __shared__ double scratch[32];
-  const RowItem item = items[blockIdx.x];
-  const RowSegment& s = segments[item.segment];
+template <int XT, int YT>
+__device__ void RunItem(const RowItem& item, const RowSegment& s, float* smem, int64_t warp_stride,
+                        int64_t block_cap, double* scratch) {
   if (item.warp_rows) {
     const int warp = threadIdx.x / 32;
     if (warp < item.count) {
-      RowWork<WarpGroup>(s, item.first_row + warp, smem + warp * kWarpRowMaxCols, threadIdx.x % 32,
-                         32, scratch);
+      RowWork<WarpGroup, XT, YT>(s, item.first_row + warp, smem + warp * warp_stride, s.cols,
+                                 threadIdx.x % 32, 32, scratch);
     }
   } else {
-    RowWork<BlockGroup>(s, item.first_row, s.cols <= smem_floats ? smem : nullptr, threadIdx.x,
-                        blockDim.x, scratch);
+    RowWork<BlockGroup, XT, YT>(s, item.first_row, block_cap > 0 ? smem : nullptr, block_cap,
+                                threadIdx.x, blockDim.x, scratch);
   }
 }
 
-// The largest dynamic shared memory a block of this kernel may have, set once.
-int64_t MaxSmemBytes() {
-  static const int64_t bytes = [] {
-    int device = 0, optin = 48 << 10;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    const int64_t usable = optin - 1024;  // the static scratch and some slack
-    cudaFuncSetAttribute(RowNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(usable));
-    return usable;
-  }();
-  return bytes;
+template <int XT>
+__device__ void RunItemY(const RowItem& item, const RowSegment& s, float* smem, int64_t warp_stride,
+                         int64_t block_cap, double* scratch) {
+  if (s.y_dtype == kDevF32) {
+    RunItem<XT, kDevF32>(item, s, smem, warp_stride, block_cap, scratch);
+  } else if (s.y_dtype == kDevF16) {
+    RunItem<XT, kDevF16>(item, s, smem, warp_stride, block_cap, scratch);
+  } else {
+    RunItem<XT, kDevBF16>(item, s, smem, warp_stride, block_cap, scratch);
+  }
+}
+
+// warp_stride: the staging floats of each warp row (a multiple of 4); block_cap: the
+// values of a block row staged in shared memory (a multiple of 4; 0: none).
+// At least three blocks to an SM (85 registers a thread; 64 spill): while one block reduces or
+// writes, the others keep loads in flight.
+__global__ void __launch_bounds__(kRowBlockThreads, 3)
+    RowNormKernel(const RowSegment* segments, const RowItem* items, int64_t warp_stride,
+                  int64_t block_cap) {
+  extern __shared__ float4 smem4[];
+  __shared__ double scratch[64];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const RowItem item = items[blockIdx.x];
+  const RowSegment& s = segments[item.segment];
+  if (s.x_dtype == kDevF32) {
+    RunItemY<kDevF32>(item, s, smem, warp_stride, block_cap, scratch);
+  } else if (s.x_dtype == kDevF16) {
+    RunItemY<kDevF16>(item, s, smem, warp_stride, block_cap, scratch);
+  } else {
+    RunItemY<kDevBF16>(item, s, smem, warp_stride, block_cap, scratch);
+  }
+}
+
+// The largest dynamic shared memory a block of this kernel may have on the current
+// device, set on the kernel once per device.
+cudaError_t MaxSmemBytes(int64_t* bytes) {
+  static std::atomic<int64_t> cached[64] = {};
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  if (device >= 0 && device < 64 && cached[device].load() > 0) {
+    *bytes = cached[device].load();
+    return cudaSuccess;
+  }
+  int optin = 0;
+  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  // The static scratch (512 bytes) and the runtime's reserve: 1 KiB below the opt-in.
+  const int64_t usable = (static_cast<int64_t>(optin) - 1024) / 16 * 16;
+  e = cudaFuncSetAttribute(RowNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(usable));
+  if (e != cudaSuccess) return e;
+  if (device >= 0 && device < 64) cached[device].store(usable);
+  *bytes = usable;
+  return cudaSuccess;
 }
 
 }  // namespace
 
 cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, int num_items,
-                          int64_t max_block_cols, cudaStream_t stream) {
+                          int64_t max_block_cols, int64_t max_warp_cols, cudaStream_t stream) {
   if (num_items == 0) return cudaSuccess;
-  const int64_t limit = MaxSmemBytes();
-  const int64_t warp_bytes = int64_t{8} * kWarpRowMaxCols * sizeof(float);
-  const int64_t block_bytes = max_block_cols * static_cast<int64_t>(sizeof(float));
-  // Block rows longer than the limit read twice from global memory instead.
-  const int64_t bytes = std::min(limit, std::max(warp_bytes, block_bytes));
-  RowNormKernel<<<num_items, kRowBlockThreads, bytes, stream>>>(
-      segments, items, bytes / static_cast<int64_t>(sizeof(float)));
+  int64_t limit = 0;
+  const cudaError_t e = MaxSmemBytes(&limit);
+  if (e != cudaSuccess) return e;
+  const int64_t warp_stride = (max_warp_cols + 3) / 4 * 4;
+  // Block rows longer than what fits stage their first part and read the rest twice.
+  const int64_t block_cap = std::min((max_block_cols + 3) / 4 * 4, limit / 16 * 4);
+  const int64_t floats = std::max(int64_t{8} * warp_stride, block_cap);
+  RowNormKernel<<<num_items, kRowBlockThreads, floats* static_cast<int64_t>(sizeof(float)),
+                  stream>>>(segments, items, warp_stride, block_cap);
   return cudaGetLastError();
 }
 

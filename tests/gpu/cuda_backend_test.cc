@@ -25,8 +25,8 @@ using normd::testing::RandomValues;
 // so these run without a device.
 TEST(CudaPlanTest, WarpRowsGoEightToAUnitAndCoverEveryRowOnce) {
   std::vector<cuda::RowItem> items;
-  int64_t max_block_cols = 0;
-  cuda::PlanRowItems(3, 20, cuda::kWarpRowMaxCols, &items, &max_block_cols);
+  int64_t max_block_cols = 0, max_warp_cols = 0;
+  cuda::PlanRowItems(3, 20, cuda::kWarpRowMaxCols, &items, &max_block_cols, &max_warp_cols);
   ASSERT_EQ(items.size(), 3u);
   int64_t next = 0;
   for (const cuda::RowItem& it : items) {
@@ -38,15 +38,16 @@ TEST(CudaPlanTest, WarpRowsGoEightToAUnitAndCoverEveryRowOnce) {
   EXPECT_EQ(items.back().count, 4);
   EXPECT_EQ(next, 20);
   EXPECT_EQ(max_block_cols, 0);
+  EXPECT_EQ(max_warp_cols, cuda::kWarpRowMaxCols);
 }
 
 TEST(CudaPlanTest, LongRowsTakeABlockEachAndSetTheLongestRow) {
   std::vector<cuda::RowItem> items;
-  int64_t max_block_cols = 0;
-  cuda::PlanRowItems(0, 2, 65536, &items, &max_block_cols);
-  cuda::PlanRowItems(1, 3, cuda::kWarpRowMaxCols + 1, &items, &max_block_cols);
-  cuda::PlanRowItems(2, 0, 4096, &items, &max_block_cols);  // empty: nothing
-  cuda::PlanRowItems(2, 5, 0, &items, &max_block_cols);
+  int64_t max_block_cols = 0, max_warp_cols = 0;
+  cuda::PlanRowItems(0, 2, 65536, &items, &max_block_cols, &max_warp_cols);
+  cuda::PlanRowItems(1, 3, cuda::kWarpRowMaxCols + 1, &items, &max_block_cols, &max_warp_cols);
+  cuda::PlanRowItems(2, 0, 4096, &items, &max_block_cols, &max_warp_cols);  // empty: nothing
+  cuda::PlanRowItems(2, 5, 0, &items, &max_block_cols, &max_warp_cols);
   ASSERT_EQ(items.size(), 5u);
   for (size_t i = 0; i < items.size(); ++i) {
     EXPECT_EQ(items[i].warp_rows, 0);
@@ -55,6 +56,7 @@ TEST(CudaPlanTest, LongRowsTakeABlockEachAndSetTheLongestRow) {
     EXPECT_EQ(items[i].first_row, i < 2 ? static_cast<int64_t>(i) : static_cast<int64_t>(i - 2));
   }
   EXPECT_EQ(max_block_cols, 65536);
+  EXPECT_EQ(max_warp_cols, 0);
 }
 
 TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {

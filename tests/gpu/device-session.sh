@@ -15,7 +15,7 @@
 #           reusing bench's JSON when this run made it)
 #   server  normd with its CUDA backend: answers checked against the float64 reference over
 #           gRPC (normbench --verify --backend cuda), then 256 concurrent 1x4096 RMSNorm
-#           requests with batching off, on, and on with a CUDA batch delay
+#           requests on eight connections with batching off and on, and Echo beside them
 #   conformance  the PyTorch conformance suite (tests/conformance/test_conformance.py) with
 #           every call routed to CUDA (NORMD_CUDA_MIN_BYTES=0)
 set -uo pipefail
@@ -106,14 +106,21 @@ if wants server; then
 CASES
     stop_normd
   fi
-  # Batching: the same closed loop against a normd with batching off, on, and on with a delay.
-  for config in "off --batch-max-rows 1" "on" "delay200us --cuda-batch-max-delay 200us"; do
+  # Batching: the same closed loop (eight connections: one HTTP/2 connection caps the
+  # client near 25k calls/s) against a normd with batching off and on, then Echo on the
+  # same connections: the transport's own ceiling, measured in the same run. Each normd's
+  # /metrics (batch sizes, queue and backend time) is kept beside its run's JSON.
+  load=(--concurrency 256 --connections 8 --duration 8s --warmup 2s)
+  for config in "off --batch-max-rows 1" "on" "echo"; do
     read -r label flags <<<"$config"
     # shellcheck disable=SC2086
-    if start_normd $flags; then
-      step "batching_$label" 40 "$b/run" normbench --target "$target" --backend "$backend" \
-        --op rms-norm --shape 1x4096 --dtype bf16 --weight --concurrency 256 --duration 8s \
-        --warmup 2s --json "$logs/batching_$label.json"
+    if start_normd $flags --metrics-listen 127.0.0.1:9091; then
+      what=(--op rms-norm --shape 1x4096 --dtype bf16 --weight --backend "$backend")
+      [ "$label" = echo ] && what=(--echo --shape 1x4096 --dtype bf16)
+      step "batching_$label" 40 "$b/run" normbench --target "$target" "${what[@]}" "${load[@]}" \
+        --json "$logs/batching_$label.json"
+      python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9091/metrics').read().decode())" \
+        >"$logs/metrics_$label.txt" 2>&1
       stop_normd
     fi
   done
