@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_ops.h"
+#include "kernels/cuda/launch_args.h"
 #include "normd/kernels/reference.h"
 #include "tests/kernels/test_util.h"
 
@@ -67,6 +68,54 @@ TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {
   EXPECT_EQ(cuda::StatsSplits(2048, 1 << 20, 132), 1);
   // One huge set: at most 1024 chunks.
   EXPECT_EQ(cuda::StatsSplits(1, int64_t{1} << 40, 600), 1024);
+}
+
+TEST(CudaPlanTest, ChannelsLastBatchNormSplitsCountTilesOfChannels) {
+  cuda::ChannelArgs a{};
+  a.n = 32, a.c = 64, a.s = 56 * 56;
+  // Channels-first: 64 sets (channels) of 100352 elements, as StatsSplits.
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 5);
+  // Channels-last: one block reads every channel of a range of rows, so the one tile of
+  // 64 channels is the set, and 264 splits give two blocks an SM.
+  a.channels_last = 1;
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 264);
+  a.c = 600;  // three tiles of up to 256 channels
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 88);
+  // GroupNorm: (sample, group) sets whatever the layout; 1024 sets need no split.
+  a.c = 64, a.groups = 32;
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 1);
+  a.channels_last = 0;
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 1);
+}
+
+TEST(CudaPlanTest, ApplyParametersArePerChannelOrPerSampleAndChannel) {
+  cuda::ChannelArgs a{};
+  a.n = 8, a.c = 64, a.s = 49;
+  EXPECT_EQ(cuda::ChannelParamCount(a), 64);  // BatchNorm: the channel's
+  a.groups = 8;
+  EXPECT_EQ(cuda::ChannelParamCount(a), 8 * 64);  // GroupNorm: its (sample, group)'s
+}
+
+TEST(CudaPlanTest, RowSegmentCarriesTheParametersDtypesAndTheOffset) {
+  Buffer x = Buffer::Of(DType::kBF16, std::vector<float>(8, 1.0f));
+  Buffer w = Buffer::Of(DType::kF32, std::vector<float>(4, 1.0f));
+  Buffer b = Buffer::Of(DType::kF16, std::vector<float>(4, 1.0f));
+  RowNormArgs a;
+  a.kind = RowNormKind::kRms;
+  a.rows = 2;
+  a.cols = 4;
+  a.x = x.view();
+  a.weight = w.view();
+  a.weight_offset = 1.0;
+  cuda::RowSegment s = cuda::SegmentOf(a);
+  EXPECT_EQ(s.x_dtype, cuda::kDevBF16);
+  EXPECT_EQ(s.w_dtype, cuda::kDevF32);
+  EXPECT_EQ(s.w_offset, 1.0f);   // Gemma's 1 + w, added in the kernel
+  a.kind = RowNormKind::kLayer;  // the offset is RMSNorm's alone
+  a.bias = b.view();
+  s = cuda::SegmentOf(a);
+  EXPECT_EQ(s.w_offset, 0.0f);
+  EXPECT_EQ(s.b_dtype, cuda::kDevF16);
 }
 
 class CudaTest : public ::testing::Test {
