@@ -1,4 +1,4 @@
-// Declares, for each SIMD target, the one-loop pass of large f16/bf16 rows (fused_rows.cc):
+// Declares, for each SIMD target, the one-loop pass of large rows read in place (fused_rows.cc):
 // row r's epilogue streamed out while row r+1's sums are read, so that memory reads and
 // writes at once, as a copy does, where a row's two passes took turns (the statistics
 // reading, the epilogue writing). Include after hwy/highway.h inside a translation unit
@@ -28,21 +28,23 @@ struct FusedSpan {
   int64_t begin = -1, end = -1;
 };
 
-// Streams row x's epilogue `e` (x the f16/bf16 input row read in place, no cast, no
-// residual, y in x's dtype) into y[begin, end), and returns in *next_sums the sums of row
-// `next` over all n columns as LoadRow<kT, kStat, false, false, false> gives them, to the
-// bit; elements [0, begin) and [end, n) of y are the caller's (EpilogueStore's, the same
-// bits). begin is where y's non-temporal stores can start (StreamHead); it does nothing
-// where n is not a whole number of LoadRow's blocks (sixteen vectors for moments, else
-// eight), where y is not element-aligned, or where EpilogueStore would take the other of
-// its forms for a row with and without a mean (NoMean).
+// Streams row x's epilogue `e` (x the input row read in place, f32 or f16/bf16, no cast,
+// no residual add before the statistics, y in x's dtype) into y[begin, end), and returns in
+// *next_sums the sums of row `next` over all n columns as LoadRow<kT, kStat, false, false,
+// false> gives them, to the bit; elements [0, begin) and [end, n) of y are the caller's
+// (EpilogueStore's, the same bits). begin is where y's non-temporal stores can start
+// (StreamHead); it does nothing where n is not a whole number of LoadRow's blocks (sixteen
+// vectors for f16/bf16 moments, else eight), where y is not element-aligned, or where
+// EpilogueStore would take the other of its forms for a row with and without a mean
+// (NoMean).
 using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, const Epilogue& e,
                                      void* y, RowSums* next_sums);
 
-// The instantiation for the statistic (kMoments or kSumOfSquares), the input dtype and the
-// parameters present; nullptr where there is none (f32, other statistics, targets narrower
-// than AVX2: those rows take the two passes).
-FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias);
+// The instantiation for the statistic (kMoments or kSumOfSquares), the input dtype, the
+// parameters present and a skip added last (`skip`: e.skip, in x's dtype, whose rows follow
+// each other as x's do; the next row's is fetched); nullptr where there is none (other
+// statistics, targets narrower than AVX2: those rows take the two passes).
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu

@@ -1,4 +1,4 @@
-// The one-loop pass of large f16/bf16 rows (fused_rows-inl.h): row r's epilogue and row
+// The one-loop pass of large rows read in place (fused_rows-inl.h): row r's epilogue and row
 // r+1's sums in one loop, a block of LoadRow's at a time. A translation unit of its own,
 // which finishes the sums itself rather than resuming LoadRow: a first form, in
 // row_norm_simd.cc with LoadRow made resumable, took that file's compile from about 10 to
@@ -32,12 +32,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // deployment runs, and each instantiation here costs compile time in every build.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-template <DType kT, Stat kStat, bool kW, bool kB>
+template <DType kT, Stat kStat, bool kW, bool kB, bool kS>
 FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogue& e, void* y,
                        RowSums* next_sums) {
   constexpr bool moments = kStat == Stat::kMoments;
-  // LoadRow's blocks: f16/bf16 moments in sixteen vectors, sums of squares in eight.
-  constexpr int kVectors = moments ? 16 : 8;
+  // LoadRow's blocks: f16/bf16 moments in sixteen vectors, f32 moments and sums of squares
+  // in eight.
+  constexpr bool tree16 = moments && kT != DType::kF32;
+  constexpr int kVectors = tree16 ? 16 : 8;
   // EpilogueStore's form: with a mean (kM) for rows with a bias or a mean, else without.
   // This loop has the form of its statistic; a row that would take the other does nothing
   // here (a LayerNorm row without a bias whose mean is exactly zero).
@@ -64,9 +66,20 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
     return moments ? hn::Sub(v, vk) : hn::Mul(v, v);
   };
   const auto flush = [&](const V* c) HWY_ATTR __attribute__((always_inline)) {
-    if constexpr (moments) {
+    if constexpr (tree16) {
       V s, s2;
       SumTree16(c, &s, &s2);
+      s0 = hn::Add(s0, WideLo(s));
+      s1 = hn::Add(s1, WideHi(s));
+      q0 = hn::Add(q0, WideLo(s2));
+      q1 = hn::Add(q1, WideHi(s2));
+    } else if constexpr (moments) {  // f32: LoadRow's eight-vector trees
+      const V s = hn::Add(hn::Add(hn::Add(c[0], c[1]), hn::Add(c[2], c[3])),
+                          hn::Add(hn::Add(c[4], c[5]), hn::Add(c[6], c[7])));
+      const V s2 = hn::Add(hn::Add(hn::MulAdd(c[0], c[0], hn::Mul(c[1], c[1])),
+                                   hn::MulAdd(c[2], c[2], hn::Mul(c[3], c[3]))),
+                           hn::Add(hn::MulAdd(c[4], c[4], hn::Mul(c[5], c[5])),
+                                   hn::MulAdd(c[6], c[6], hn::Mul(c[7], c[7]))));
       s0 = hn::Add(s0, WideLo(s));
       s1 = hn::Add(s1, WideHi(s));
       q0 = hn::Add(q0, WideLo(s2));
@@ -84,13 +97,18 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   const V vlos = hn::Set(d, -(e.lo * e.scale));
   const V valpha = hn::Set(d, e.alpha);
   const float *weight = e.weight, *bias = e.bias;  // locals: y's stores could alias e
+  // kS: this row's skip, added last. The next row's (rows are contiguous) is fetched a block
+  // at a time beside its input, for its epilogue in the next call, as the two passes'
+  // epilogue fetches it whole (the skip is read nowhere else).
+  const void* skip = e.skip;
+  const uintptr_t next_skip = kS ? reinterpret_cast<uintptr_t>(Offset(skip, kT, n)) : uintptr_t{0};
   // Block k: the next row's block at i = k * block, this row's output from head + i (its
   // vector-aligned part). With a head, the last block of sums has no output beside it.
   const int64_t blocks = (n - head) / block;
   const auto value = [&](int64_t at) HWY_ATTR __attribute__((always_inline)) {
-    return EpilogueValue<kT, kT, false, kW, kB, false, false, kM>(
+    return EpilogueValue<kT, kT, false, kW, kB, kS, false, kM>(
         d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
-        kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, nullptr);
+        kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, kS ? Offset(skip, kT, at) : nullptr);
   };
   // The sums' input kFusedAheadBytes ahead of them fetched into L2, a line at a time
   // (row_plan.h): the hardware's prefetch alone kept this loop well below a copy's speed.
@@ -101,6 +119,12 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
     const uintptr_t at = ahead + static_cast<uintptr_t>(i) * ElementSize(kT);
     for (int64_t l = 0; l < block_bytes; l += 64) {
       PrefetchL2(reinterpret_cast<const void*>(at + static_cast<uintptr_t>(l)));
+    }
+    if constexpr (kS) {
+      const uintptr_t s = next_skip + static_cast<uintptr_t>(i) * ElementSize(kT);
+      for (int64_t l = 0; l < block_bytes; l += 64) {
+        PrefetchL2(reinterpret_cast<const void*>(s + static_cast<uintptr_t>(l)));
+      }
     }
   };
   // Pairs of vectors streamed as one (StreamAs2) where y's aligned part starts on a pair.
@@ -143,36 +167,46 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   *next_sums = out;
   (void)weight;
   (void)bias;
+  (void)skip;
+  (void)next_skip;
   return {head, head + blocks * block};
 }
 
-template <DType kT, Stat kStat>
+template <DType kT, Stat kStat, bool kS>
 FusedRowPairFn PickFusedRowPairT(bool w, bool b) {
   if (w) {
-    return b ? &FusedRowPair<kT, kStat, true, true> : &FusedRowPair<kT, kStat, true, false>;
+    return b ? &FusedRowPair<kT, kStat, true, true, kS> : &FusedRowPair<kT, kStat, true, false, kS>;
   }
-  return b ? &FusedRowPair<kT, kStat, false, true> : &FusedRowPair<kT, kStat, false, false>;
+  return b ? &FusedRowPair<kT, kStat, false, true, kS> : &FusedRowPair<kT, kStat, false, false, kS>;
 }
 
-FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias) {
+template <DType kT>
+FusedRowPairFn PickFusedRowPairT(bool moments, bool w, bool b, bool skip) {
+  if (moments) {
+    return skip ? PickFusedRowPairT<kT, Stat::kMoments, true>(w, b)
+                : PickFusedRowPairT<kT, Stat::kMoments, false>(w, b);
+  }
+  return skip ? PickFusedRowPairT<kT, Stat::kSumOfSquares, true>(w, b)
+              : PickFusedRowPairT<kT, Stat::kSumOfSquares, false>(w, b);
+}
+
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip) {
   if (stat != Stat::kMoments && stat != Stat::kSumOfSquares) return nullptr;
   const bool moments = stat == Stat::kMoments;
   switch (t) {
     case DType::kF16:
-      return moments ? PickFusedRowPairT<DType::kF16, Stat::kMoments>(weight, bias)
-                     : PickFusedRowPairT<DType::kF16, Stat::kSumOfSquares>(weight, bias);
+      return PickFusedRowPairT<DType::kF16>(moments, weight, bias, skip);
     case DType::kBF16:
-      return moments ? PickFusedRowPairT<DType::kBF16, Stat::kMoments>(weight, bias)
-                     : PickFusedRowPairT<DType::kBF16, Stat::kSumOfSquares>(weight, bias);
+      return PickFusedRowPairT<DType::kBF16>(moments, weight, bias, skip);
     case DType::kF32:
-      return nullptr;
+      return PickFusedRowPairT<DType::kF32>(moments, weight, bias, skip);
   }
   return nullptr;
 }
 
 #else
 
-FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool) { return nullptr; }
+FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool) { return nullptr; }
 
 #endif
 

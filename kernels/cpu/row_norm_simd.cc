@@ -256,15 +256,15 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     epilogue.two(src0, src1, cols, e, e1, Offset(a.y.data, a.y.dtype, r * cols),
                  Offset(a.y.data, a.y.dtype, (r + 1) * cols));
   }
-  // Large f16/bf16 rows without a residual, kFusedMinCols to kFusedMaxCols columns: row r's
-  // epilogue and row r+1's sums in one loop (fused_rows.cc), the same bits as the two
-  // passes, which take the first row's sums, the last row's epilogue, and any row that the
-  // loop leaves (a row not a whole number of its blocks, or with a mean of exactly zero).
+  // Large rows read in place (f32, and f16/bf16 widened again: typed) without a residual
+  // or with one added last, kFusedMinCols to kFusedMaxCols columns: row r's epilogue and
+  // row r+1's sums in one loop (fused_rows.cc), the same bits as the two passes, which take
+  // the first row's sums, the last row's epilogue, and any row that the loop leaves (a row
+  // not a whole number of its blocks, or with a mean of exactly zero).
   const FusedRowPairFn fused =
-      p.stream && a.residual == ResidualPlacement::kNone && !cast && stat_cols == cols &&
-              source.typed && a.y.dtype == t && cols >= kFusedMinCols && cols <= kFusedMaxCols &&
-              row_end - r >= 2
-          ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr)
+      p.stream && !add_then_norm && !cast && stat_cols == cols && source.in_place &&
+              a.y.dtype == t && cols >= kFusedMinCols && cols <= kFusedMaxCols && row_end - r >= 2
+          ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr, norm_then_add)
           : nullptr;
   if (fused != nullptr) {
     // Elements [begin, end) of row `src`'s epilogue `er` into row y, from EpilogueStore.
@@ -273,8 +273,10 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       if (begin >= end) return;
       Epilogue at = er;
       at.prefetch = nullptr;
+      at.prefetch_skip = nullptr;
       if (at.weight != nullptr) at.weight += begin;
       if (at.bias != nullptr) at.bias += begin;
+      if (at.skip != nullptr) at.skip = Offset(at.skip, t, begin);
       epilogue.one(Offset(src, t, begin), end - begin, at, Offset(y, t, begin), true);
     };
     Epilogue cur = e;
@@ -289,6 +291,9 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
         part(src, cur, span.end, cols, y);
       } else {  // the two passes, this row's epilogue fetching the next row
         cur.prefetch = static_cast<const char*>(next);
+        if (norm_then_add) {
+          cur.prefetch_skip = static_cast<const char*>(Offset(a.skip.data, t, (r + 1) * cols));
+        }
         epilogue.one(src, cols, cur, y, true);
         sums = load(next, nullptr, 1.0f, cols, rows2, stat_cols, nullptr);
       }

@@ -31,12 +31,12 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
     std::mt19937_64 rng(7);
     // Six rows: large f16/bf16 rows without a residual take their statistics four at a time
     // (a group and two single rows) at 1000 columns, one by one at 4100, and at 1024 and
-    // 2000 the next row's sums in a row's epilogue loop (fused_rows.cc; at 2000, not a whole
-    // number of its blocks, the two passes from that loop), where plain stores take them
-    // one by one. 1000 columns (not a multiple of any vector width) start each row at
-    // another alignment; 1024 start every row where the first does. From 4096 columns a
-    // large f16/bf16 row with a residual forms h again in its epilogue, where plain stores
-    // read the fp32 row buffer.
+    // 2000 (f32 rows too) the next row's sums in a row's epilogue loop (fused_rows.cc; at
+    // 2000, not a whole number of its blocks, the two passes from that loop), where plain
+    // stores take them one by one. 1000 columns (not a multiple of any vector width) start
+    // each row at another alignment; 1024 start every row where the first does. From 4096
+    // columns a large f16/bf16 row with a residual forms h again in its epilogue, where
+    // plain stores read the fp32 row buffer.
     const int64_t rows = 6;
     for (const int64_t cols : {1000, 1024, 2000, 4100}) {
       // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
@@ -51,8 +51,11 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
         const DType in_t = io.first, out_t = io.second;
         for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
           for (bool affine : {false, true}) {
-            // With a residual added, h streams too where its row is aligned (f16/bf16).
-            for (bool add : {false, true}) {
+            // With a residual added first, h streams too where its row is aligned (f16/bf16);
+            // one added last takes the one-loop pass too, its skip read beside x.
+            for (ResidualPlacement residual :
+                 {ResidualPlacement::kNone, ResidualPlacement::kAddThenNorm,
+                  ResidualPlacement::kNormThenAdd}) {
               Buffer x = Buffer::Of(in_t, RandomValues(rng, rows * cols, 0.5f, 2));
               Buffer skip = Buffer::Of(in_t, RandomValues(rng, rows * cols));
               Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
@@ -73,9 +76,9 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
                     a.weight = w.view();
                     a.bias = b.view();
                   }
-                  if (add) {
-                    a.residual = ResidualPlacement::kAddThenNorm;
-                    a.skip = skip.view();
+                  a.residual = residual;
+                  if (residual != ResidualPlacement::kNone) a.skip = skip.view();
+                  if (residual == ResidualPlacement::kAddThenNorm) {
                     a.h = {in_t, h.data() + (offset % (64 / hsize)) * hsize, rows * cols};
                   }
                   a.y = {out_t, into.data() + offset * esize, rows * cols};
@@ -87,7 +90,8 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
                 ASSERT_TRUE(CpuBackend(never).RowNorm(args(plain, plain_h)).ok());
                 ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed, streamed_h)).ok());
                 ASSERT_EQ(plain, streamed)
-                    << static_cast<int>(out_t) << " offset " << offset << " cols " << cols;
+                    << static_cast<int>(out_t) << " offset " << offset << " cols " << cols
+                    << " residual " << static_cast<int>(residual);
                 ASSERT_EQ(plain_h, streamed_h)
                     << static_cast<int>(out_t) << " h offset " << offset << " cols " << cols;
               }

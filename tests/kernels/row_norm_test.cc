@@ -166,9 +166,9 @@ TEST_P(RowNormTest, MatchesReferenceOnAdversarialRows) {
       if (cfg.kind == RowNormKind::kL2 && c.name == "constant") continue;
       CheckRowNorm(cfg, dtype, 1, cols, c.values, RandomValues(rng, cols), rng,
                    absl::StrCat(cfg.name, " ", DTypeName(dtype), " ", c.name), dtype);
-      // Three such rows of 4096 columns, between random rows: streamed, a large f16/bf16
-      // row without a residual takes the next row's sums in its epilogue's loop
-      // (fused_rows.cc), so each row's statistics are read there.
+      // Three such rows of 4096 columns, between random rows: streamed, a large row read in
+      // place without a residual added before its statistics takes the next row's sums in
+      // its epilogue's loop (fused_rows.cc), so each row's statistics are read there.
       const int64_t wide = 4096;
       std::vector<float> five = RandomValues(rng, wide);
       for (int k = 0; k < 3; ++k) {
