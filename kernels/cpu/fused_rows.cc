@@ -73,22 +73,19 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
       s1 = hn::Add(s1, WideHi(s));
       q0 = hn::Add(q0, WideLo(s2));
       q1 = hn::Add(q1, WideHi(s2));
-    } else if constexpr (moments) {  // f32: LoadRow's eight-vector trees
-      const V s = hn::Add(hn::Add(hn::Add(c[0], c[1]), hn::Add(c[2], c[3])),
-                          hn::Add(hn::Add(c[4], c[5]), hn::Add(c[6], c[7])));
-      const V s2 = hn::Add(hn::Add(hn::MulAdd(c[0], c[0], hn::Mul(c[1], c[1])),
-                                   hn::MulAdd(c[2], c[2], hn::Mul(c[3], c[3]))),
-                           hn::Add(hn::MulAdd(c[4], c[4], hn::Mul(c[5], c[5])),
-                                   hn::MulAdd(c[6], c[6], hn::Mul(c[7], c[7]))));
-      s0 = hn::Add(s0, WideLo(s));
-      s1 = hn::Add(s1, WideHi(s));
-      q0 = hn::Add(q0, WideLo(s2));
-      q1 = hn::Add(q1, WideHi(s2));
-    } else {
+    } else {  // LoadRow's eight-vector trees: the sum, and for f32 moments the squares
       const V s = hn::Add(hn::Add(hn::Add(c[0], c[1]), hn::Add(c[2], c[3])),
                           hn::Add(hn::Add(c[4], c[5]), hn::Add(c[6], c[7])));
       s0 = hn::Add(s0, WideLo(s));
       s1 = hn::Add(s1, WideHi(s));
+      if constexpr (moments) {
+        const V s2 = hn::Add(hn::Add(hn::MulAdd(c[0], c[0], hn::Mul(c[1], c[1])),
+                                     hn::MulAdd(c[2], c[2], hn::Mul(c[3], c[3]))),
+                             hn::Add(hn::MulAdd(c[4], c[4], hn::Mul(c[5], c[5])),
+                                     hn::MulAdd(c[6], c[6], hn::Mul(c[7], c[7]))));
+        q0 = hn::Add(q0, WideLo(s2));
+        q1 = hn::Add(q1, WideHi(s2));
+      }
     }
   };
 
@@ -115,17 +112,16 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // Past the last row the fetches touch memory that is not read; a prefetch cannot fault.
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(next) + kFusedAheadBytes;
   const int64_t block_bytes = block * static_cast<int64_t>(ElementSize(kT));
-  const auto fetch = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    const uintptr_t at = ahead + static_cast<uintptr_t>(i) * ElementSize(kT);
+  // The lines of one block's worth of elements from element i of `base`.
+  const auto lines = [&](uintptr_t base, int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    const uintptr_t at = base + static_cast<uintptr_t>(i) * ElementSize(kT);
     for (int64_t l = 0; l < block_bytes; l += 64) {
       PrefetchL2(reinterpret_cast<const void*>(at + static_cast<uintptr_t>(l)));
     }
-    if constexpr (kS) {
-      const uintptr_t s = next_skip + static_cast<uintptr_t>(i) * ElementSize(kT);
-      for (int64_t l = 0; l < block_bytes; l += 64) {
-        PrefetchL2(reinterpret_cast<const void*>(s + static_cast<uintptr_t>(l)));
-      }
-    }
+  };
+  const auto fetch = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    lines(ahead, i);
+    if constexpr (kS) lines(next_skip, i);
   };
   // Pairs of vectors streamed as one (StreamAs2) where y's aligned part starts on a pair.
   if (kPairedStores<kT> &&
