@@ -28,8 +28,8 @@ struct FusedSpan {
   int64_t begin = -1, end = -1;
 };
 
-// Streams row x's epilogue `e` (x the input row read in place, f32 or f16/bf16, no cast,
-// no residual add before the statistics, y in x's dtype) into y[begin, end), and returns in
+// Streams row x's epilogue `e` (x the input row read in place, f32 or f16/bf16, no
+// residual add before the statistics, y in x's dtype) into y[begin, end), and returns in
 // *next_sums the sums of row `next` over all n columns as LoadRow<kT, kStat, false, false,
 // false> gives them, to the bit; elements [0, begin) and [end, n) of y are the caller's
 // (EpilogueStore's, the same bits). begin is where y's non-temporal stores can start
@@ -41,10 +41,12 @@ using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n,
                                      void* y, RowSums* next_sums);
 
 // The instantiation for the statistic (kMoments or kSumOfSquares), the input dtype, the
-// parameters present and a skip added last (`skip`: e.skip, in x's dtype, whose rows follow
-// each other as x's do; the next row's is fetched); nullptr where there is none (other
-// statistics, targets narrower than AVX2: those rows take the two passes).
-FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip);
+// parameters present, a skip added last (`skip`: e.skip, in x's dtype, whose rows follow
+// each other as x's do; the next row's is fetched) and RMSNorm's cast_before_weight (`cast`:
+// the normalized value rounded to x's dtype before the weight, Hugging Face's order; f16/bf16
+// sums of squares only); nullptr where there is none (other statistics, targets narrower
+// than AVX2: those rows take the two passes).
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip, bool cast);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu

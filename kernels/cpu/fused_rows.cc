@@ -32,7 +32,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // deployment runs, and each instantiation here costs compile time in every build.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-template <DType kT, Stat kStat, bool kW, bool kB, bool kS>
+// kC: the normalized value rounded to kT before the weight (cast_before_weight).
+template <DType kT, Stat kStat, bool kW, bool kB, bool kS, bool kC>
 FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogue& e, void* y,
                        RowSums* next_sums) {
   constexpr bool moments = kStat == Stat::kMoments;
@@ -74,15 +75,11 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
       q0 = hn::Add(q0, WideLo(s2));
       q1 = hn::Add(q1, WideHi(s2));
     } else {  // LoadRow's eight-vector trees: the sum, and for f32 moments the squares
-      const V s = hn::Add(hn::Add(hn::Add(c[0], c[1]), hn::Add(c[2], c[3])),
-                          hn::Add(hn::Add(c[4], c[5]), hn::Add(c[6], c[7])));
+      const V s = SumTree8(c);
       s0 = hn::Add(s0, WideLo(s));
       s1 = hn::Add(s1, WideHi(s));
       if constexpr (moments) {
-        const V s2 = hn::Add(hn::Add(hn::MulAdd(c[0], c[0], hn::Mul(c[1], c[1])),
-                                     hn::MulAdd(c[2], c[2], hn::Mul(c[3], c[3]))),
-                             hn::Add(hn::MulAdd(c[4], c[4], hn::Mul(c[5], c[5])),
-                                     hn::MulAdd(c[6], c[6], hn::Mul(c[7], c[7]))));
+        const V s2 = SquaresTree8(c);
         q0 = hn::Add(q0, WideLo(s2));
         q1 = hn::Add(q1, WideHi(s2));
       }
@@ -103,7 +100,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // vector-aligned part). With a head, the last block of sums has no output beside it.
   const int64_t blocks = (n - head) / block;
   const auto value = [&](int64_t at) HWY_ATTR __attribute__((always_inline)) {
-    return EpilogueValue<kT, kT, false, kW, kB, kS, false, kM>(
+    return EpilogueValue<kT, kT, kC, kW, kB, kS, false, kM>(
         d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
         kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, kS ? Offset(skip, kT, at) : nullptr);
   };
@@ -168,41 +165,48 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   return {head, head + blocks * block};
 }
 
-template <DType kT, Stat kStat, bool kS>
+template <DType kT, Stat kStat, bool kS, bool kC>
 FusedRowPairFn PickFusedRowPairT(bool w, bool b) {
   if (w) {
-    return b ? &FusedRowPair<kT, kStat, true, true, kS> : &FusedRowPair<kT, kStat, true, false, kS>;
+    return b ? &FusedRowPair<kT, kStat, true, true, kS, kC>
+             : &FusedRowPair<kT, kStat, true, false, kS, kC>;
   }
-  return b ? &FusedRowPair<kT, kStat, false, true, kS> : &FusedRowPair<kT, kStat, false, false, kS>;
+  return b ? &FusedRowPair<kT, kStat, false, true, kS, kC>
+           : &FusedRowPair<kT, kStat, false, false, kS, kC>;
 }
 
-template <DType kT>
-FusedRowPairFn PickFusedRowPairT(bool moments, bool w, bool b, bool skip) {
-  if (moments) {
-    return skip ? PickFusedRowPairT<kT, Stat::kMoments, true>(w, b)
-                : PickFusedRowPairT<kT, Stat::kMoments, false>(w, b);
-  }
-  return skip ? PickFusedRowPairT<kT, Stat::kSumOfSquares, true>(w, b)
-              : PickFusedRowPairT<kT, Stat::kSumOfSquares, false>(w, b);
+template <DType kT, Stat kStat, bool kC>
+FusedRowPairFn PickFusedRowPairT(bool w, bool b, bool skip) {
+  return skip ? PickFusedRowPairT<kT, kStat, true, kC>(w, b)
+              : PickFusedRowPairT<kT, kStat, false, kC>(w, b);
 }
 
-FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip) {
-  if (stat != Stat::kMoments && stat != Stat::kSumOfSquares) return nullptr;
-  const bool moments = stat == Stat::kMoments;
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip, bool cast) {
+  // The cast (cast_before_weight) is RMSNorm's and rounds to f16/bf16: instantiated for sums
+  // of squares of those dtypes only.
+  constexpr Stat kMo = Stat::kMoments, kSq = Stat::kSumOfSquares;
+  if (stat != kMo && stat != kSq) return nullptr;
+  if (cast && (stat != kSq || t == DType::kF32)) return nullptr;
+  const bool w = weight, b = bias;
   switch (t) {
     case DType::kF16:
-      return PickFusedRowPairT<DType::kF16>(moments, weight, bias, skip);
+      if (cast) return PickFusedRowPairT<DType::kF16, kSq, true>(w, b, skip);
+      return stat == kMo ? PickFusedRowPairT<DType::kF16, kMo, false>(w, b, skip)
+                         : PickFusedRowPairT<DType::kF16, kSq, false>(w, b, skip);
     case DType::kBF16:
-      return PickFusedRowPairT<DType::kBF16>(moments, weight, bias, skip);
+      if (cast) return PickFusedRowPairT<DType::kBF16, kSq, true>(w, b, skip);
+      return stat == kMo ? PickFusedRowPairT<DType::kBF16, kMo, false>(w, b, skip)
+                         : PickFusedRowPairT<DType::kBF16, kSq, false>(w, b, skip);
     case DType::kF32:
-      return PickFusedRowPairT<DType::kF32>(moments, weight, bias, skip);
+      return stat == kMo ? PickFusedRowPairT<DType::kF32, kMo, false>(w, b, skip)
+                         : PickFusedRowPairT<DType::kF32, kSq, false>(w, b, skip);
   }
   return nullptr;
 }
 
 #else
 
-FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool) { return nullptr; }
+FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool, bool) { return nullptr; }
 
 #endif
 

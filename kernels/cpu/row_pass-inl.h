@@ -35,6 +35,21 @@ struct RowSums {
   float shift = 0;     // kMoments: c = x - shift
 };
 
+// The sum of eight vectors of terms c, and the sum of their squares, as pairwise trees
+// (three roundings a lane, one more for a square): LoadRow's blocks, CenteredSums', the
+// one-loop pass's (fused_rows.cc), which must give LoadRow's bits, and the channel ops'
+// groups of eight rows (shifted_sums-inl.h).
+HWY_INLINE V SumTree8(const V* c) {
+  return hn::Add(hn::Add(hn::Add(c[0], c[1]), hn::Add(c[2], c[3])),
+                 hn::Add(hn::Add(c[4], c[5]), hn::Add(c[6], c[7])));
+}
+HWY_INLINE V SquaresTree8(const V* c) {
+  return hn::Add(hn::Add(hn::MulAdd(c[0], c[0], hn::Mul(c[1], c[1])),
+                         hn::MulAdd(c[2], c[2], hn::Mul(c[3], c[3]))),
+                 hn::Add(hn::MulAdd(c[4], c[4], hn::Mul(c[5], c[5])),
+                         hn::MulAdd(c[6], c[6], hn::Mul(c[7], c[7]))));
+}
+
 // The sums of sixteen vectors of terms c and of their squares, as pairwise trees (four
 // roundings a lane, one more for a square), into *s and *s2.
 HWY_INLINE void SumTree16(const V* c, V* s, V* s2) {
@@ -140,19 +155,11 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
     }
   }
   for (; i + 8 * N <= end; i += 8 * N) {
-    const V c0 = term(load(i)), c1 = term(load(i + N)), c2 = term(load(i + 2 * N));
-    const V c3 = term(load(i + 3 * N)), c4 = term(load(i + 4 * N)), c5 = term(load(i + 5 * N));
-    const V c6 = term(load(i + 6 * N)), c7 = term(load(i + 7 * N));
-    const V s = hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
-                        hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)));
-    if constexpr (moments) {
-      flush(s,
-            hn::Add(
-                hn::Add(hn::MulAdd(c0, c0, hn::Mul(c1, c1)), hn::MulAdd(c2, c2, hn::Mul(c3, c3))),
-                hn::Add(hn::MulAdd(c4, c4, hn::Mul(c5, c5)), hn::MulAdd(c6, c6, hn::Mul(c7, c7)))));
-    } else {
-      flush(s, s);
-    }
+    const V c[8] = {term(load(i)),         term(load(i + N)),     term(load(i + 2 * N)),
+                    term(load(i + 3 * N)), term(load(i + 4 * N)), term(load(i + 5 * N)),
+                    term(load(i + 6 * N)), term(load(i + 7 * N))};
+    const V s = SumTree8(c);
+    flush(s, moments ? SquaresTree8(c) : s);
   }
   const auto single = [&](V v, int64_t at) HWY_ATTR __attribute__((always_inline)) {
     if (stat == Stat::kNone || at >= end) return;
@@ -275,14 +282,9 @@ inline double CenteredSums(const float* buf, int64_t n, float hi, float lo, doub
   int64_t i = 0;
   for (; i + 8 * N <= n; i += 8 * N) {
     const float* p = buf + i;
-    const V c0 = dev(p), c1 = dev(p + N), c2 = dev(p + 2 * N), c3 = dev(p + 3 * N);
-    const V c4 = dev(p + 4 * N), c5 = dev(p + 5 * N), c6 = dev(p + 6 * N), c7 = dev(p + 7 * N);
-    const V s = hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
-                        hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)));
-    const V q =
-        hn::Add(hn::Add(hn::MulAdd(c0, c0, hn::Mul(c1, c1)), hn::MulAdd(c2, c2, hn::Mul(c3, c3))),
-                hn::Add(hn::MulAdd(c4, c4, hn::Mul(c5, c5)), hn::MulAdd(c6, c6, hn::Mul(c7, c7))));
-    flush(s, q);
+    const V c[8] = {dev(p),         dev(p + N),     dev(p + 2 * N), dev(p + 3 * N),
+                    dev(p + 4 * N), dev(p + 5 * N), dev(p + 6 * N), dev(p + 7 * N)};
+    flush(SumTree8(c), SquaresTree8(c));
   }
   for (; i + N <= n; i += N) {
     const V c = dev(buf + i);

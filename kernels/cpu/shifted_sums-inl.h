@@ -315,15 +315,9 @@ HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols,
         hwy::Prefetch(Offset(row, kT, i * cols + c));
       }
     }
-    const V a0 = dev(0), a1 = dev(1), a2 = dev(2), a3 = dev(3);
-    const V a4 = dev(4), a5 = dev(5), a6 = dev(6), a7 = dev(7);
-    const V t = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
-                        hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
-    const V t2 =
-        hn::Add(hn::Add(hn::MulAdd(a0, a0, hn::Mul(a1, a1)), hn::MulAdd(a2, a2, hn::Mul(a3, a3))),
-                hn::Add(hn::MulAdd(a4, a4, hn::Mul(a5, a5)), hn::MulAdd(a6, a6, hn::Mul(a7, a7))));
-    AddLanes(t, sum + c);
-    AddLanes(t2, squares + c);
+    const V a[8] = {dev(0), dev(1), dev(2), dev(3), dev(4), dev(5), dev(6), dev(7)};
+    AddLanes(SumTree8(a), sum + c);
+    AddLanes(SquaresTree8(a), squares + c);
   }
 }
 

@@ -36,7 +36,8 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
     // stores take them one by one. 1000 columns (not a multiple of any vector width) start
     // each row at another alignment; 1024 start every row where the first does. From 4096
     // columns a large f16/bf16 row with a residual forms h again in its epilogue, where
-    // plain stores read the fp32 row buffer.
+    // plain stores read the fp32 row buffer. RMSNorm's cast_before_weight takes the
+    // one-loop pass too.
     const int64_t rows = 6;
     for (const int64_t cols : {1000, 1024, 2000, 4100}) {
       // Large f16/bf16 rows are also read in place (RowSource), small ones from the fp32
@@ -49,7 +50,13 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
                              {DType::kBF16, DType::kF32}}) {
         // Plain variables: a lambda below captures them (clang 14 cannot capture bindings).
         const DType in_t = io.first, out_t = io.second;
-        for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
+        // RMSNorm with Hugging Face's cast too (f16/bf16 in: a no-op for f32).
+        for (const auto& kc : {std::pair{RowNormKind::kLayer, false},
+                               {RowNormKind::kRms, false},
+                               {RowNormKind::kRms, true}}) {
+          const RowNormKind kind = kc.first;
+          const bool cast = kc.second;
+          if (cast && in_t == DType::kF32) continue;
           for (bool affine : {false, true}) {
             // With a residual added first, h streams too where its row is aligned (f16/bf16);
             // one added last takes the one-loop pass too, its skip read beside x.
@@ -76,6 +83,7 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
                     a.weight = w.view();
                     a.bias = b.view();
                   }
+                  a.cast_before_weight = cast;
                   a.residual = residual;
                   if (residual != ResidualPlacement::kNone) a.skip = skip.view();
                   if (residual == ResidualPlacement::kAddThenNorm) {
@@ -91,7 +99,7 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
                 ASSERT_TRUE(CpuBackend(always).RowNorm(args(streamed, streamed_h)).ok());
                 ASSERT_EQ(plain, streamed)
                     << static_cast<int>(out_t) << " offset " << offset << " cols " << cols
-                    << " residual " << static_cast<int>(residual);
+                    << " residual " << static_cast<int>(residual) << " cast " << cast;
                 ASSERT_EQ(plain_h, streamed_h)
                     << static_cast<int>(out_t) << " h offset " << offset << " cols " << cols;
               }
