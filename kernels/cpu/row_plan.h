@@ -115,13 +115,13 @@ inline bool WholeNextRowFits(const RowNormArgs& a, const RowSource& source, cons
 // (buffered) 1024-column rows 25% slower: they fetch the next row.
 constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 
-// The columns of the large rows read in place without a residual (f32, and f16/bf16 without
-// partial statistics or Hugging Face's cast) that take one loop for a row's epilogue and the next
-// row's sums (fused_rows.cc) rather than the two passes a row: there memory reads and writes at
-// once, as in a copy, where the passes took turns. One thread / two, ratio to a streamed memcpy,
-// three alternating rounds (BENCHMARKS.md, issue 16, thirty-first session, an Intel VM):
-// at 4096x4096 LayerNorm f16/bf16 0.55-0.64 -> 0.71-0.81 / 0.62-0.68 -> 0.73-0.85,
-// RMSNorm, Gemma's and L2 0.68-0.82 -> 0.72-0.88 / 0.69-0.82 -> 0.78-0.91; at 16384x1024
+// The columns of the large rows read in place without a residual (f32 and f16/bf16, without
+// partial statistics; with Hugging Face's cast since the forty-third session) that take one loop
+// for a row's epilogue and the next row's sums (fused_rows.cc) rather than the two passes a row:
+// there memory reads and writes at once, as in a copy, where the passes took turns. One thread /
+// two, ratio to a streamed memcpy, three alternating rounds (BENCHMARKS.md, issue 16, thirty-first
+// session, an Intel VM): at 4096x4096 LayerNorm f16/bf16 0.55-0.64 -> 0.71-0.81 / 0.62-0.68 ->
+// 0.73-0.85, RMSNorm, Gemma's and L2 0.68-0.82 -> 0.72-0.88 / 0.69-0.82 -> 0.78-0.91; at 16384x1024
 // 0.59-0.75 -> 0.66-0.86 / 0.63-0.78 -> 0.71-0.90. At 1024x65536 (rows of 128 KiB) it lost
 // (LayerNorm f16 0.41-0.50 -> 0.38-0.43, L2 bf16 0.74-0.85 -> 0.51-0.62), and rows between
 // 4096 and 65536 columns were not measured: they keep the two passes. Fetching a later row
@@ -130,7 +130,11 @@ constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 // rounds, the sets' medians, one thread / two): at 16384x1024 LayerNorm 0.70, 0.93 -> 1.03,
 // 1.01 / 0.75, 0.89 -> 1.05, 1.04, L2 one thread 0.77, 0.83 -> 0.89, 0.99, Gemma's RMSNorm
 // (first set) 0.67 -> 0.84 / 0.79 -> 0.96; at 4096x4096, where a LayerNorm row with its
-// weight and bias outgrows L1, from -0.07 to +0.11.
+// weight and bias outgrows L1, from -0.07 to +0.11. Hugging Face's cast took it after (a Zen 3
+// VM, forty-third session, five alternating rounds, kernel GB/s medians, one thread / two): f16
+// 16384x1024 7.4 -> 12.4 / 14.7 -> 21.6, 4096x4096 9.1 -> 11.0 / 14.7 -> 17.9; bf16 4096x4096
+// 6.3 -> 7.2 / 11.8 -> 12.4, 16384x1024 6.6 -> 6.1 / 10.2 -> 12.0 (bf16 rows run at 5-7 GB/s there
+// either way; not profiled).
 constexpr int64_t kFusedMinCols = 1024;
 constexpr int64_t kFusedMaxCols = 4096;
 
