@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "hwy/aligned_allocator.h"
 #include "kernels/bench/bench_inputs.h"
 #include "normd/kernels/reference.h"
 
@@ -12,14 +11,14 @@ namespace normd::kernels::bench {
 namespace {
 
 // A typed buffer filled with N(0.5, 2) values (rounded to its dtype), starting `offset`
-// bytes past an aligned allocation's start (hwy::AllocateAligned: 64 bytes or more).
+// bytes past a page (AllocatePageAligned: every case's buffers lie alike).
 struct Buf {
-  hwy::AlignedFreeUniquePtr<unsigned char[]> bytes;
+  PageBytes bytes;
   unsigned char* data;
   DType dtype;
   int64_t n;
   Buf(DType t, int64_t count, uint64_t seed, int64_t offset) : dtype(t), n(count) {
-    bytes = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t) + offset));
+    bytes = AllocatePageAligned(static_cast<size_t>(n * ElementSize(t) + offset));
     data = bytes.get() + offset;
     FillNormal(t, data, n, static_cast<uint32_t>(seed));
   }

@@ -18,9 +18,9 @@
 // more than they gave).
 //
 // With --offset N every buffer of a case (inputs, outputs, weight and bias) starts N bytes
-// past a 64-byte boundary (N a multiple of 4, at most 4096), as a server's do: a request's
-// tensors are parsed protobuf `bytes` fields (16 bytes past a page for large ones). memcpy's
-// buffers stay aligned.
+// past a page (N a multiple of 4, at most 4096), as a server's do: a request's tensors are
+// parsed protobuf `bytes` fields (16 bytes past a page for large ones). Without it they
+// start on a page (AllocatePageAligned), and memcpy's buffers always do.
 //
 // With --cuda it times the CUDA kernels instead, on device-resident tensors beside a
 // device-to-device copy (cuda_bench.cc).
@@ -44,9 +44,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "hwy/aligned_allocator.h"
 #include "hwy/targets.h"
 #include "kernels/bench/bench_cases.h"
+#include "kernels/bench/bench_inputs.h"
 #include "kernels/bench/bench_timing.h"
 #include "kernels/bench/cuda_bench.h"
 #include "kernels/cpu/thread_pool.h"
@@ -185,8 +185,7 @@ int Main(int argc, char** argv) {
     c.setup();
     // memcpy of the same traffic: half the bytes, read once and written once.
     const size_t half = static_cast<size_t>(c.bytes / 2);
-    auto src = hwy::AllocateAligned<unsigned char>(half),
-         dst = hwy::AllocateAligned<unsigned char>(half);
+    PageBytes src = AllocatePageAligned(half), dst = AllocatePageAligned(half);
     std::memset(src.get(), 1, half);
     std::memset(dst.get(), 0, half);
     auto copy = [&](int threads) {

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "hwy/aligned_allocator.h"
 #include "kernels/bench/bench_check.h"
 #include "kernels/bench/bench_inputs.h"
 #include "kernels/bench/bench_timing.h"
@@ -34,16 +33,16 @@
 namespace normd::kernels::bench {
 namespace {
 
-using Bytes = hwy::AlignedFreeUniquePtr<unsigned char[]>;
+using Bytes = PageBytes;  // on a page, as normd-kernel-bench's (bench_inputs.h)
 
 // n elements of dtype t, normd-kernel-bench's inputs (FillNormal).
 Bytes Filled(DType t, int64_t n, uint32_t seed) {
-  Bytes b = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t)));
+  Bytes b = AllocatePageAligned(static_cast<size_t>(n * ElementSize(t)));
   FillNormal(t, b.get(), n, seed);
   return b;
 }
 Bytes Zeroed(DType t, int64_t n) {
-  Bytes b = hwy::AllocateAligned<unsigned char>(static_cast<size_t>(n * ElementSize(t)));
+  Bytes b = AllocatePageAligned(static_cast<size_t>(n * ElementSize(t)));
   std::memset(b.get(), 0, static_cast<size_t>(n * ElementSize(t)));
   return b;
 }
@@ -235,8 +234,7 @@ int Main(int argc, char** argv) {
     const double diff = c.difference();
     const int64_t bytes = 2 * c.elements * ElementSize(c.dtype);
     const size_t half = static_cast<size_t>(bytes / 2);
-    Bytes src = hwy::AllocateAligned<unsigned char>(half),
-          dst = hwy::AllocateAligned<unsigned char>(half);
+    Bytes src = AllocatePageAligned(half), dst = AllocatePageAligned(half);
     std::memset(src.get(), 1, half);
     std::memset(dst.get(), 0, half);
     const auto copy = [&] { std::memcpy(dst.get(), src.get(), half); };
