@@ -120,15 +120,15 @@ void AddRowCall(const RowNormArgs& a, DeviceMemory& mem, DeviceCase* dc) {
   s.y = mem.Alloc(Bytes(a.y));
   s.h = a.h.present() ? mem.Alloc(Bytes(a.h)) : nullptr;
   std::vector<RowItem> items;
-  int64_t max_block_cols = 0, max_warp_cols = 0;
-  cuda::PlanRowItems(0, a.rows, a.cols, &items, &max_block_cols, &max_warp_cols);
+  cuda::PlanRowItems(0, a.rows, a.cols, &items);
+  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(&s, &items);
   const auto* table = static_cast<const RowSegment*>(mem.Upload(&s, sizeof(s)));
   const auto* dev_items =
       static_cast<const RowItem*>(mem.Upload(items.data(), items.size() * sizeof(RowItem)));
-  const int num_items = static_cast<int>(items.size());
-  dc->launches.push_back([=](cudaStream_t st) {
-    return cuda::LaunchRowNorm(table, dev_items, num_items, max_block_cols, max_warp_cols, st);
-  });
+  for (const cuda::RowLaunch& launch : launches) {
+    dc->launches.push_back(
+        [=](cudaStream_t st) { return cuda::LaunchRowNorm(table, dev_items, launch, st); });
+  }
   dc->outputs.push_back(Expect(s.y, a.y));
   if (a.h.present()) dc->outputs.push_back(Expect(s.h, a.h));
 }

@@ -28,10 +28,8 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
   }
   std::vector<RowSegment> table(segments.size());
   std::vector<RowItem> items;
-  int64_t max_block_cols = 0, max_warp_cols = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
-    PlanRowItems(static_cast<int32_t>(i), segments[i].rows, segments[i].cols, &items,
-                 &max_block_cols, &max_warp_cols);
+    PlanRowItems(static_cast<int32_t>(i), segments[i].rows, segments[i].cols, &items);
   }
   if (items.empty()) return absl::OkStatus();
   const int64_t table_at = st.Reserve(table.size() * sizeof(RowSegment));
@@ -63,16 +61,17 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
     s.y = dev + off[i].y;
     s.h = a.h.present() ? dev + off[i].h : nullptr;
   }
+  const std::vector<RowLaunch> launches = GroupRowItems(table.data(), &items);
   stage(table_at, table.data(), table.size() * sizeof(RowSegment));
   stage(items_at, items.data(), items.size() * sizeof(RowItem));
   absl::Status status = Check(
       cudaMemcpyAsync(dev, host, outputs_at, cudaMemcpyHostToDevice, call->stream), "copy in");
-  if (status.ok()) {
-    status = Check(
-        LaunchRowNorm(reinterpret_cast<const RowSegment*>(dev + table_at),
-                      reinterpret_cast<const RowItem*>(dev + items_at),
-                      static_cast<int>(items.size()), max_block_cols, max_warp_cols, call->stream),
-        "row kernel");
+  for (const RowLaunch& launch : launches) {
+    if (!status.ok()) break;
+    status =
+        Check(LaunchRowNorm(reinterpret_cast<const RowSegment*>(dev + table_at),
+                            reinterpret_cast<const RowItem*>(dev + items_at), launch, call->stream),
+              "row kernel");
   }
   if (status.ok()) {
     status = Check(cudaMemcpyAsync(host + outputs_at, dev + outputs_at, st.size() - outputs_at,

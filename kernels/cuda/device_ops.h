@@ -52,28 +52,86 @@ inline constexpr int kRowBlockThreads = 256;
 inline constexpr int kWarpRowMaxCols = 2048;  // above: a block per row
 
 // Appends the launch units of segment `segment` (rows x cols) to `items`: rows up to
-// kWarpRowMaxCols columns a warp each, eight to a unit, with *max_warp_cols raised to the
-// longest such row; longer rows a block each, with *max_block_cols raised to the longest.
-// The two maxima size the launch's shared memory.
-inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vector<RowItem>* items,
-                         int64_t* max_block_cols, int64_t* max_warp_cols) {
+// kWarpRowMaxCols columns a warp each, eight to a unit; longer rows a block each.
+// GroupRowItems then cuts the items into launches.
+inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vector<RowItem>* items) {
   if (rows == 0 || cols == 0) return;
   if (cols <= kWarpRowMaxCols) {
-    *max_warp_cols = std::max(*max_warp_cols, cols);
     for (int64_t r = 0; r < rows; r += 8) {
       items->push_back({segment, 1, r, static_cast<int32_t>(std::min<int64_t>(8, rows - r))});
     }
   } else {
-    *max_block_cols = std::max(*max_block_cols, cols);
     for (int64_t r = 0; r < rows; ++r) items->push_back({segment, 0, r, 1});
   }
 }
 
-// Launches the row kernel over `items` (device array) of `segments` (device array), one
-// launch; max_block_cols and max_warp_cols as PlanRowItems left them. Block rows longer
-// than shared memory holds stage their first part and read the rest from global memory.
-cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, int num_items,
-                          int64_t max_block_cols, int64_t max_warp_cols, cudaStream_t stream);
+// Vectors of x (16 bytes each) a thread holds when the rows of segment `s`, planned as warp
+// rows or block rows, can be kept in registers (row_norm_regs.cu): 1, 2, 4 or 8 (8 for f32
+// rows alone: 32 values a thread), the fewest that hold a row; 0 where they cannot: a row
+// not a whole number of vectors, a tensor not 16-byte aligned, or a row too long.
+inline int32_t RowRegisters(const RowSegment& s, bool warp_rows) {
+  const int64_t vec = s.x_dtype == kDevF32 ? 4 : 8;
+  if (s.cols % vec != 0) return 0;
+  for (const void* p : {s.x, s.skip, s.weight, s.bias, static_cast<const void*>(s.y),
+                        static_cast<const void*>(s.h)}) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+  }
+  const int64_t width = warp_rows ? 32 : kRowBlockThreads;
+  const int64_t per_thread = (s.cols / vec + width - 1) / width;
+  const int32_t most = vec == 4 ? 8 : 4;
+  for (int32_t k = 1; k <= most; k *= 2) {
+    if (per_thread <= k) return k;
+  }
+  return 0;
+}
+
+// One launch of the row kernels: items [first, first + count) of the item table, all of
+// one kind (warp rows or block rows), of segments of one (x, y) dtype pair, and held in
+// `vectors` registers a thread (RowRegisters; 0: staged through shared memory), so that
+// the kernel is compiled for exactly that: a kernel holding every kind and dtype pair
+// needs registers for the worst of them, spills, and calls its dtype paths instead of
+// inlining them. max_cols, the longest row among them, sizes a staging launch's shared
+// memory.
+struct RowLaunch {
+  int32_t warp_rows, x_dtype, y_dtype, vectors;
+  int32_t first, count;
+  int64_t max_cols;
+};
+
+// Orders `items` (as PlanRowItems appended them for the segments of the host table `table`,
+// whose pointers are the device addresses the kernels will read) so that the items of each
+// launch are contiguous, keeping their order within a launch, and returns the launches: one
+// per (vectors, kind, x dtype, y dtype) present, in that key's order.
+inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector<RowItem>* items) {
+  auto key = [&](const RowItem& it) {
+    const RowSegment& s = table[it.segment];
+    return ((RowRegisters(s, it.warp_rows != 0) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 +
+           s.y_dtype;
+  };
+  std::stable_sort(items->begin(), items->end(),
+                   [&](const RowItem& a, const RowItem& b) { return key(a) < key(b); });
+  std::vector<RowLaunch> launches;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const RowItem& it = (*items)[i];
+    const RowSegment& s = table[it.segment];
+    if (launches.empty() || key((*items)[launches.back().first]) != key(it)) {
+      launches.push_back({it.warp_rows, s.x_dtype, s.y_dtype, RowRegisters(s, it.warp_rows != 0),
+                          static_cast<int32_t>(i), 0, 0});
+    }
+    ++launches.back().count;
+    launches.back().max_cols = std::max(launches.back().max_cols, s.cols);
+  }
+  return launches;
+}
+
+// Launches the row kernel over one launch's items of `items` (device array) of `segments`
+// (device array). Staged block rows longer than shared memory holds stage their first part
+// and read the rest from global memory.
+cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, const RowLaunch& launch,
+                          cudaStream_t stream);
+// LaunchRowNorm's launches with vectors > 0 (row_norm_regs.cu).
+cudaError_t LaunchRegisterRows(const RowSegment* segments, const RowItem* items,
+                               const RowLaunch& launch, cudaStream_t stream);
 
 // Per-channel (BatchNorm) or per-(sample, group) statistics and the affine apply.
 struct ChannelArgs {

@@ -4,7 +4,8 @@
 // alignment, aligned vector loads issued four or two at a time (bytes in flight are what
 // a memory-bound kernel runs on), a scalar tail. Callbacks get a chunk's first index, its
 // values widened to fp32 and their count as a compile-time constant (std::integral_constant),
-// so that every chunk-sized loop in them unrolls.
+// so that every chunk-sized loop in them unrolls. WarpGroup and BlockGroup sum a row's
+// statistics over the threads that share it.
 //
 // Thread safety: device functions without state; each thread calls them on its own data.
 #ifndef NORMD_KERNELS_CUDA_ROW_CHUNKS_CUH_
@@ -194,6 +195,62 @@ __device__ __forceinline__ double2 BlockSum2(double2 v, double* scratch) {
   const int warps = blockDim.x / 32;
   v = lane < warps ? make_double2(scratch[lane], scratch[32 + lane]) : make_double2(0.0, 0.0);
   return WarpSum2(v);
+}
+
+// The threads that share a row: a warp, or the whole block (the block must reach Sum, Sum2
+// and Sync together). `scratch` holds 64 doubles (unused by a warp).
+struct WarpGroup {
+  __device__ static double Sum(double v, double*) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+  __device__ static double2 Sum2(double2 v, double*) { return WarpSum2(v); }
+  __device__ static void Sync() { __syncwarp(); }
+};
+struct BlockGroup {
+  __device__ static double Sum(double v, double* scratch) {
+    return BlockSum2(make_double2(v, 0.0), scratch).x;
+  }
+  __device__ static double2 Sum2(double2 v, double* scratch) { return BlockSum2(v, scratch); }
+  __device__ static void Sync() { __syncthreads(); }
+};
+
+// A chunk's fp32 part of a row's first statistic (values v of indices i..i+K): LayerNorm's
+// sum of deviations from the row's first value, else the sum of squares of the values
+// before index m (RMSNorm's partial statistics).
+template <int K>
+__device__ __forceinline__ float ChunkPart(const float* v, bool layer, float first, int64_t i,
+                                           int64_t m) {
+  float part = 0;
+  if (layer) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) part += v[k] - first;
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (i + k < m) part = __fmaf_rn(v[k], v[k], part);
+    }
+  }
+  return part;
+}
+
+// A row's inverse scale from its statistics (docs/semantics.md): LayerNorm's from t, the
+// sums of its n deviations from the fp32 shift and of their squares (*dm: the mean's part
+// beyond the shift, in fp32); RMSNorm's and L2Norm's from ss, the sum of squares
+// (RMSNorm's over its first m values).
+__device__ __forceinline__ double LayerScale(const RowSegment& s, double2 t, int64_t n, float* dm) {
+  const double d1 = t.x / static_cast<double>(n);
+  const double var = fmax(t.y / static_cast<double>(n) - d1 * d1, 0.0);
+  *dm = static_cast<float>(d1);
+  return s.eps_inside ? 1.0 / sqrt(var + s.eps) : 1.0 / (sqrt(var) + s.eps);
+}
+__device__ __forceinline__ double SquaresScale(const RowSegment& s, double ss, int64_t m) {
+  if (s.kind == 1) {
+    const double ms = ss / static_cast<double>(m);
+    return s.eps_inside ? 1.0 / sqrt(ms + s.eps) : 1.0 / (sqrt(ms) + s.eps);
+  }
+  return 1.0 / fmax(sqrt(ss), s.eps);
 }
 
 }  // namespace normd::kernels::cuda

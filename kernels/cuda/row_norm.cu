@@ -1,5 +1,7 @@
-// The CUDA row kernel: LayerNorm, RMSNorm (offset, partial, cast_before_weight), L2Norm
-// and their residual fusions over a ragged batch of segments in one launch. Each block
+// The CUDA row kernel that stages rows in shared memory: LayerNorm, RMSNorm (offset,
+// partial, cast_before_weight), L2Norm and their residual fusions over a ragged batch of
+// segments, one launch per kind and dtype pair (RowLaunch), for the rows that the register
+// kernel (row_norm_regs.cu) does not take: long, unaligned or ragged-width rows. Each block
 // takes one RowItem: up to 8 rows of at most kWarpRowMaxCols, a warp each, or one longer
 // row for the whole block. A row's element types are template parameters, chosen once per
 // row; the weight and bias are read in their own dtype (no widening launch before the
@@ -20,23 +22,6 @@
 
 namespace normd::kernels::cuda {
 namespace {
-
-struct WarpGroup {
-  __device__ static double Sum(double v, double*) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-  }
-  __device__ static double2 Sum2(double2 v, double*) { return WarpSum2(v); }
-  __device__ static void Sync() { __syncwarp(); }
-};
-struct BlockGroup {
-  __device__ static double Sum(double v, double* scratch) {
-    return BlockSum2(make_double2(v, 0.0), scratch).x;
-  }
-  __device__ static double2 Sum2(double2 v, double* scratch) { return BlockSum2(v, scratch); }
-  __device__ static void Sync() { __syncthreads(); }
-};
 
 // One row (index r of segment s) by a group of `width` threads; buf stages its first
 // `cap` values in fp32 (buf may be null, cap 0).
@@ -120,17 +105,7 @@ __device__ void RowWork(const RowSegment& s, int64_t r, float* buf, int64_t cap,
         if (i + k < cap) buf[i + k] = v[k];
       }
     }
-    float part = 0;
-    if (layer) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) part += v[k] - first;
-    } else {
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        if (i + k < m) part = __fmaf_rn(v[k], v[k], part);
-      }
-    }
-    acc += part;
+    acc += ChunkPart<K>(v, layer, first, i, m);
   });
 
   double scale;
@@ -163,19 +138,9 @@ __device__ void RowWork(const RowSegment& s, int64_t r, float* buf, int64_t cap,
       values(i, &v, Count<1>{});
       centred(&v, Count<1>{});
     }
-    const double2 t = Group::Sum2(c, scratch);
-    const double d1 = t.x / static_cast<double>(n);
-    const double var = fmax(t.y / static_cast<double>(n) - d1 * d1, 0.0);
-    dm = static_cast<float>(d1);
-    scale = s.eps_inside ? 1.0 / sqrt(var + s.eps) : 1.0 / (sqrt(var) + s.eps);
+    scale = LayerScale(s, Group::Sum2(c, scratch), n, &dm);
   } else {
-    const double ss = Group::Sum(acc, scratch);
-    if (s.kind == 1) {
-      const double ms = ss / static_cast<double>(m);
-      scale = s.eps_inside ? 1.0 / sqrt(ms + s.eps) : 1.0 / (sqrt(ms) + s.eps);
-    } else {
-      scale = 1.0 / fmax(sqrt(ss), s.eps);
-    }
+    scale = SquaresScale(s, Group::Sum(acc, scratch), m);
   }
   Group::Sync();  // every lane's buf entries are visible to every other lane
   const float sc = static_cast<float>(scale);
@@ -205,92 +170,95 @@ __device__ void RowWork(const RowSegment& s, int64_t r, float* buf, int64_t cap,
   });
 }
 
-template <int XT, int YT>
-__device__ void RunItem(const RowItem& item, const RowSegment& s, float* smem, int64_t warp_stride,
-                        int64_t block_cap, double* scratch) {
-  if (item.warp_rows) {
-    const int warp = threadIdx.x / 32;
-    if (warp < item.count) {
-      RowWork<WarpGroup, XT, YT>(s, item.first_row + warp, smem + warp * warp_stride, s.cols,
-                                 threadIdx.x % 32, 32, scratch);
-    }
-  } else {
-    RowWork<BlockGroup, XT, YT>(s, item.first_row, block_cap > 0 ? smem : nullptr, block_cap,
-                                threadIdx.x, blockDim.x, scratch);
-  }
-}
-
-template <int XT>
-__device__ void RunItemY(const RowItem& item, const RowSegment& s, float* smem, int64_t warp_stride,
-                         int64_t block_cap, double* scratch) {
-  if (s.y_dtype == kDevF32) {
-    RunItem<XT, kDevF32>(item, s, smem, warp_stride, block_cap, scratch);
-  } else if (s.y_dtype == kDevF16) {
-    RunItem<XT, kDevF16>(item, s, smem, warp_stride, block_cap, scratch);
-  } else {
-    RunItem<XT, kDevBF16>(item, s, smem, warp_stride, block_cap, scratch);
-  }
-}
-
-// warp_stride: the staging floats of each warp row (a multiple of 4); block_cap: the
-// values of a block row staged in shared memory (a multiple of 4; 0: none).
-// At least three blocks to an SM (85 registers a thread; 64 spill): while one block reduces or
-// writes, the others keep loads in flight.
+// stage_floats: each warp row's staging floats (warp rows), or the values of a block row
+// staged in shared memory (block rows; 0: none); a multiple of 4. One kernel per kind and
+// dtype pair (RowLaunch): each is register-allocated for its own path alone.
+// At least three blocks to an SM (80 registers a thread; 64 spill): while one block reduces
+// or writes, the others keep loads in flight.
+template <bool kWarpRows, int XT, int YT>
 __global__ void __launch_bounds__(kRowBlockThreads, 3)
-    RowNormKernel(const RowSegment* segments, const RowItem* items, int64_t warp_stride,
-                  int64_t block_cap) {
+    RowNormKernel(const RowSegment* segments, const RowItem* items, int64_t stage_floats) {
   extern __shared__ float4 smem4[];
   __shared__ double scratch[64];
   float* smem = reinterpret_cast<float*>(smem4);
   const RowItem item = items[blockIdx.x];
   const RowSegment& s = segments[item.segment];
-  if (s.x_dtype == kDevF32) {
-    RunItemY<kDevF32>(item, s, smem, warp_stride, block_cap, scratch);
-  } else if (s.x_dtype == kDevF16) {
-    RunItemY<kDevF16>(item, s, smem, warp_stride, block_cap, scratch);
+  if constexpr (kWarpRows) {
+    const int warp = threadIdx.x / 32;
+    if (warp < item.count) {
+      RowWork<WarpGroup, XT, YT>(s, item.first_row + warp, smem + warp * stage_floats, s.cols,
+                                 threadIdx.x % 32, 32, scratch);
+    }
   } else {
-    RunItemY<kDevBF16>(item, s, smem, warp_stride, block_cap, scratch);
+    RowWork<BlockGroup, XT, YT>(s, item.first_row, stage_floats > 0 ? smem : nullptr, stage_floats,
+                                threadIdx.x, blockDim.x, scratch);
   }
 }
 
-// The largest dynamic shared memory a block of this kernel may have on the current
-// device, set on the kernel once per device.
-cudaError_t MaxSmemBytes(int64_t* bytes) {
-  static std::atomic<int64_t> cached[64] = {};
+using RowKernel = void (*)(const RowSegment*, const RowItem*, int64_t);
+
+template <bool kWarpRows, int XT>
+constexpr RowKernel KernelFor(int32_t y) {
+  return y == kDevF32   ? RowNormKernel<kWarpRows, XT, kDevF32>
+         : y == kDevF16 ? RowNormKernel<kWarpRows, XT, kDevF16>
+                        : RowNormKernel<kWarpRows, XT, kDevBF16>;
+}
+template <bool kWarpRows>
+RowKernel KernelFor(int32_t x, int32_t y) {
+  return x == kDevF32   ? KernelFor<kWarpRows, kDevF32>(y)
+         : x == kDevF16 ? KernelFor<kWarpRows, kDevF16>(y)
+                        : KernelFor<kWarpRows, kDevBF16>(y);
+}
+
+constexpr int kMaxDevices = 64;
+
+// The largest dynamic shared memory a block of the row kernels may have on the current
+// device; set on `kernel` (one of the 18, index `k`) once per device.
+cudaError_t MaxSmemBytes(RowKernel kernel, int k, int64_t* bytes) {
+  static std::atomic<int64_t> usable_of[kMaxDevices] = {};
+  static std::atomic<uint32_t> set_on[kMaxDevices] = {};  // bit k: kernel k's attribute set
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
-  if (device >= 0 && device < 64 && cached[device].load() > 0) {
-    *bytes = cached[device].load();
-    return cudaSuccess;
+  const bool cached = device >= 0 && device < kMaxDevices;
+  int64_t usable = cached ? usable_of[device].load() : 0;
+  if (usable == 0) {
+    int optin = 0;
+    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e != cudaSuccess) return e;
+    // The static scratch (512 bytes) and the runtime's reserve: 1 KiB below the opt-in.
+    usable = (static_cast<int64_t>(optin) - 1024) / 16 * 16;
+    if (cached) usable_of[device].store(usable);
   }
-  int optin = 0;
-  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (e != cudaSuccess) return e;
-  // The static scratch (512 bytes) and the runtime's reserve: 1 KiB below the opt-in.
-  const int64_t usable = (static_cast<int64_t>(optin) - 1024) / 16 * 16;
-  e = cudaFuncSetAttribute(RowNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(usable));
-  if (e != cudaSuccess) return e;
-  if (device >= 0 && device < 64) cached[device].store(usable);
+  if (!cached || (set_on[device].load() & (1u << k)) == 0) {
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(usable));
+    if (e != cudaSuccess) return e;
+    if (cached) set_on[device].fetch_or(1u << k);
+  }
   *bytes = usable;
   return cudaSuccess;
 }
 
 }  // namespace
 
-cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, int num_items,
-                          int64_t max_block_cols, int64_t max_warp_cols, cudaStream_t stream) {
-  if (num_items == 0) return cudaSuccess;
+cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, const RowLaunch& launch,
+                          cudaStream_t stream) {
+  if (launch.count == 0) return cudaSuccess;
+  if (launch.vectors > 0) return LaunchRegisterRows(segments, items, launch, stream);
+  const RowKernel kernel = launch.warp_rows ? KernelFor<true>(launch.x_dtype, launch.y_dtype)
+                                            : KernelFor<false>(launch.x_dtype, launch.y_dtype);
+  const int k = (launch.warp_rows * 3 + launch.x_dtype) * 3 + launch.y_dtype;
   int64_t limit = 0;
-  const cudaError_t e = MaxSmemBytes(&limit);
+  const cudaError_t e = MaxSmemBytes(kernel, k, &limit);
   if (e != cudaSuccess) return e;
-  const int64_t warp_stride = (max_warp_cols + 3) / 4 * 4;
-  // Block rows longer than what fits stage their first part and read the rest twice.
-  const int64_t block_cap = std::min((max_block_cols + 3) / 4 * 4, limit / 16 * 4);
-  const int64_t floats = std::max(int64_t{8} * warp_stride, block_cap);
-  RowNormKernel<<<num_items, kRowBlockThreads, floats* static_cast<int64_t>(sizeof(float)),
-                  stream>>>(segments, items, warp_stride, block_cap);
+  const int64_t cols = (launch.max_cols + 3) / 4 * 4;
+  // Warp rows: eight rows' staging; block rows longer than what fits stage their first part
+  // and read the rest twice.
+  const int64_t stage_floats = launch.warp_rows ? cols : std::min(cols, limit / 16 * 4);
+  const int64_t floats = launch.warp_rows ? 8 * stage_floats : stage_floats;
+  kernel<<<launch.count, kRowBlockThreads, floats* static_cast<int64_t>(sizeof(float)), stream>>>(
+      segments, items + launch.first, stage_floats);
   return cudaGetLastError();
 }
 

@@ -1,9 +1,11 @@
 // The CUDA backend against the float64 reference: every row-wise op and option x dtype x
-// hidden size (1, 3, 64, 128, 4097, 8192, 16384, 65536) on random and docs/semantics.md's
-// adversarial rows, row counts up to 65536, a ragged batch, and BatchNorm / GroupNorm /
+// hidden size (1, 3, 64, 128, 1000, 1024, 4096, 4097, 8192, 16384, 65536: rows held in
+// registers and rows staged in shared memory) on random and docs/semantics.md's adversarial
+// rows, row counts up to 65536, a ragged batch, and BatchNorm / GroupNorm /
 // InstanceNorm in both layouts. Without a CUDA device (CI) every test skips, saying why.
 #include "normd/kernels/cuda_backend.h"
 
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,8 +28,7 @@ using normd::testing::RandomValues;
 // so these run without a device.
 TEST(CudaPlanTest, WarpRowsGoEightToAUnitAndCoverEveryRowOnce) {
   std::vector<cuda::RowItem> items;
-  int64_t max_block_cols = 0, max_warp_cols = 0;
-  cuda::PlanRowItems(3, 20, cuda::kWarpRowMaxCols, &items, &max_block_cols, &max_warp_cols);
+  cuda::PlanRowItems(3, 20, cuda::kWarpRowMaxCols, &items);
   ASSERT_EQ(items.size(), 3u);
   int64_t next = 0;
   for (const cuda::RowItem& it : items) {
@@ -38,17 +39,14 @@ TEST(CudaPlanTest, WarpRowsGoEightToAUnitAndCoverEveryRowOnce) {
   }
   EXPECT_EQ(items.back().count, 4);
   EXPECT_EQ(next, 20);
-  EXPECT_EQ(max_block_cols, 0);
-  EXPECT_EQ(max_warp_cols, cuda::kWarpRowMaxCols);
 }
 
-TEST(CudaPlanTest, LongRowsTakeABlockEachAndSetTheLongestRow) {
+TEST(CudaPlanTest, LongRowsTakeABlockEach) {
   std::vector<cuda::RowItem> items;
-  int64_t max_block_cols = 0, max_warp_cols = 0;
-  cuda::PlanRowItems(0, 2, 65536, &items, &max_block_cols, &max_warp_cols);
-  cuda::PlanRowItems(1, 3, cuda::kWarpRowMaxCols + 1, &items, &max_block_cols, &max_warp_cols);
-  cuda::PlanRowItems(2, 0, 4096, &items, &max_block_cols, &max_warp_cols);  // empty: nothing
-  cuda::PlanRowItems(2, 5, 0, &items, &max_block_cols, &max_warp_cols);
+  cuda::PlanRowItems(0, 2, 65536, &items);
+  cuda::PlanRowItems(1, 3, cuda::kWarpRowMaxCols + 1, &items);
+  cuda::PlanRowItems(2, 0, 4096, &items);  // empty: nothing
+  cuda::PlanRowItems(2, 5, 0, &items);
   ASSERT_EQ(items.size(), 5u);
   for (size_t i = 0; i < items.size(); ++i) {
     EXPECT_EQ(items[i].warp_rows, 0);
@@ -56,8 +54,103 @@ TEST(CudaPlanTest, LongRowsTakeABlockEachAndSetTheLongestRow) {
     EXPECT_EQ(items[i].segment, i < 2 ? 0 : 1);
     EXPECT_EQ(items[i].first_row, i < 2 ? static_cast<int64_t>(i) : static_cast<int64_t>(i - 2));
   }
-  EXPECT_EQ(max_block_cols, 65536);
-  EXPECT_EQ(max_warp_cols, 0);
+}
+
+// Rows are held in registers where they are whole 16-byte vectors, every tensor is 16-byte
+// aligned, and a thread's share fits: at most 8 vectors (f32) or 4 (f16/bf16).
+TEST(CudaPlanTest, RowsGoToRegistersWhereAlignedAndShortEnough) {
+  cuda::RowSegment s{};
+  auto regs = [&](int32_t dtype, int64_t cols, bool warp) {
+    s.x_dtype = dtype;
+    s.cols = cols;
+    return cuda::RowRegisters(s, warp);
+  };
+  EXPECT_EQ(regs(cuda::kDevF32, 128, true), 1);
+  EXPECT_EQ(regs(cuda::kDevF32, 129 * 4, true), 8);
+  EXPECT_EQ(regs(cuda::kDevF32, 1024, true), 8);
+  EXPECT_EQ(regs(cuda::kDevF32, 1028, true), 0);  // 257 vectors: 9 a lane
+  EXPECT_EQ(regs(cuda::kDevF32, 8192, false), 8);
+  EXPECT_EQ(regs(cuda::kDevF32, 4096, false), 4);
+  EXPECT_EQ(regs(cuda::kDevBF16, 128, true), 1);  // 16 vectors: half the lanes idle
+  EXPECT_EQ(regs(cuda::kDevBF16, 1024, true), 4);
+  EXPECT_EQ(regs(cuda::kDevF16, 2048, true), 0);  // 8 a lane: more than 32 values
+  EXPECT_EQ(regs(cuda::kDevF16, 4096, false), 2);
+  EXPECT_EQ(regs(cuda::kDevF16, 8192, false), 4);
+  EXPECT_EQ(regs(cuda::kDevF16, 8200, false), 0);
+  EXPECT_EQ(regs(cuda::kDevF16, 4100, false), 0);  // not a whole number of vectors
+  EXPECT_EQ(regs(cuda::kDevF32, 4098, false), 0);
+  alignas(16) int storage[8];
+  s.x_dtype = cuda::kDevF32;
+  s.cols = 4096;
+  s.h = reinterpret_cast<char*>(storage) + 4;  // any tensor off 16 bytes
+  EXPECT_EQ(cuda::RowRegisters(s, false), 0);
+}
+
+// A ragged batch of mixed kinds, dtype pairs and register use: one launch per (vectors,
+// kind, x dtype, y dtype), each over a contiguous run of the reordered items, every item in
+// exactly one, the items of a launch in their planned order, each sized by its longest row.
+TEST(CudaPlanTest, LaunchesGroupItemsByKindDtypePairAndRegisters) {
+  std::vector<cuda::RowSegment> table(5);
+  const int32_t x[] = {cuda::kDevBF16, cuda::kDevF32, cuda::kDevBF16, cuda::kDevBF16,
+                       cuda::kDevF16};
+  const int32_t y[] = {cuda::kDevBF16, cuda::kDevF32, cuda::kDevBF16, cuda::kDevF32, cuda::kDevF16};
+  const int64_t rows[] = {9, 2, 3, 1, 2}, cols[] = {1024, 4096, 100, 8192, 65536};
+  alignas(16) static char storage[64];
+  std::vector<cuda::RowItem> items;
+  for (int i = 0; i < 5; ++i) {
+    table[i].x_dtype = x[i];
+    table[i].y_dtype = y[i];
+    table[i].rows = rows[i];
+    table[i].cols = cols[i];
+    cuda::PlanRowItems(i, rows[i], cols[i], &items);
+  }
+  table[1].y = storage + 8;  // segment 1 would fit in registers but for its y
+  const std::vector<cuda::RowItem> planned = items;
+  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(table.data(), &items);
+  ASSERT_EQ(items.size(), planned.size());
+  // Staged: block rows f32->f32 (segment 1: y off 16 bytes), f16->f16 (4: too long), warp
+  // rows bf16->bf16 (2: 100 columns, not whole vectors); in registers, four vectors a thread:
+  // block rows bf16->f32 (3), warp rows bf16->bf16 (0: 9 rows in two units).
+  ASSERT_EQ(launches.size(), 5u);
+  const int32_t want_vectors[] = {0, 0, 0, 4, 4}, want_warp[] = {0, 0, 1, 0, 1};
+  const int32_t want_count[] = {2, 2, 1, 1, 2};
+  const int32_t want_x[] = {cuda::kDevF32, cuda::kDevF16, cuda::kDevBF16, cuda::kDevBF16,
+                            cuda::kDevBF16};
+  const int32_t want_y[] = {cuda::kDevF32, cuda::kDevF16, cuda::kDevBF16, cuda::kDevF32,
+                            cuda::kDevBF16};
+  const int64_t want_cols[] = {4096, 65536, 100, 8192, 1024};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(launches[i].vectors, want_vectors[i]) << i;
+    EXPECT_EQ(launches[i].warp_rows, want_warp[i]) << i;
+    EXPECT_EQ(launches[i].x_dtype, want_x[i]) << i;
+    EXPECT_EQ(launches[i].y_dtype, want_y[i]) << i;
+    EXPECT_EQ(launches[i].count, want_count[i]) << i;
+    EXPECT_EQ(launches[i].max_cols, want_cols[i]) << i;
+  }
+  int32_t next = 0;
+  std::vector<int> seen(planned.size(), 0);
+  for (const cuda::RowLaunch& l : launches) {
+    EXPECT_EQ(l.first, next);
+    next += l.count;
+    int last_planned = -1;
+    for (int32_t i = l.first; i < l.first + l.count; ++i) {
+      const cuda::RowItem& it = items[i];
+      EXPECT_EQ(it.warp_rows, l.warp_rows);
+      EXPECT_EQ(table[it.segment].x_dtype, l.x_dtype);
+      EXPECT_EQ(table[it.segment].y_dtype, l.y_dtype);
+      EXPECT_EQ(cuda::RowRegisters(table[it.segment], it.warp_rows != 0), l.vectors);
+      int at = -1;
+      for (size_t p = 0; p < planned.size(); ++p) {
+        if (planned[p].segment == it.segment && planned[p].first_row == it.first_row) at = p;
+      }
+      ASSERT_GE(at, 0);
+      EXPECT_GT(at, last_planned);
+      last_planned = at;
+      ++seen[at];
+    }
+  }
+  EXPECT_EQ(next, static_cast<int32_t>(items.size()));
+  for (int n : seen) EXPECT_EQ(n, 1);
 }
 
 TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {
@@ -169,13 +262,15 @@ std::vector<RowConfig> Configs() {
   };
 }
 
+// y_dtype: the output's, when it differs from x's.
 void CheckRows(Backend& b, const RowConfig& cfg, DType dtype, int64_t rows, int64_t cols,
-               const std::vector<float>& xv, std::mt19937_64& rng, const std::string& what) {
+               const std::vector<float>& xv, std::mt19937_64& rng, const std::string& what,
+               std::optional<DType> y_dtype = std::nullopt) {
   Buffer x = Buffer::Of(dtype, xv);
   Buffer skip = Buffer::Of(dtype, RandomValues(rng, rows * cols));
   Buffer weight = Buffer::Of(dtype, RandomValues(rng, cols, 1.0f, 0.5f));
   Buffer bias = Buffer::Of(dtype, RandomValues(rng, cols));
-  Buffer y(dtype, rows * cols), h(dtype, rows * cols);
+  Buffer y(y_dtype.value_or(dtype), rows * cols), h(dtype, rows * cols);
   RowNormArgs a;
   a.kind = cfg.kind;
   a.rows = rows;
@@ -205,10 +300,28 @@ TEST_F(CudaTest, RowOpsMatchReferenceOnEveryHiddenSize) {
   std::mt19937_64 rng(11);
   for (const RowConfig& cfg : Configs()) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (int64_t cols : {1, 3, 64, 128, 4097, 8192, 16384, 65536}) {
+      for (int64_t cols : {1, 3, 64, 128, 1000, 1024, 4096, 4097, 8192, 16384, 65536}) {
         const int64_t rows = cols >= 16384 ? 3 : 17;
         CheckRows(*backend_, cfg, t, rows, cols, RandomValues(rng, rows * cols, 0.5f, 2.0f), rng,
                   absl::StrCat(cfg.name, " ", DTypeName(t), " ", rows, "x", cols));
+      }
+    }
+  }
+}
+
+// An output dtype other than the input's, on rows held in registers by a warp (1024) and by
+// a block (4096), and on staged rows (4097): stores of 8, 16 and 32 bytes a vector.
+TEST_F(CudaTest, RowOpsWriteEveryOutputDtype) {
+  std::mt19937_64 rng(16);
+  for (const RowConfig& cfg : Configs()) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (DType yt : {DType::kF32, DType::kF16, DType::kBF16}) {
+        if (yt == t) continue;
+        for (int64_t cols : {1024, 4096, 4097}) {
+          CheckRows(*backend_, cfg, t, 5, cols, RandomValues(rng, 5 * cols, 0.5f, 2.0f), rng,
+                    absl::StrCat(cfg.name, " ", DTypeName(t), "->", DTypeName(yt), " 5x", cols),
+                    yt);
+        }
       }
     }
   }
@@ -224,20 +337,22 @@ TEST_F(CudaTest, RowOpsOnManyRows) {
 
 TEST_F(CudaTest, RowOpsOnAdversarialRows) {
   std::mt19937_64 rng(13);
-  const int64_t cols = 4097;
-  for (const RowConfig& cfg : Configs()) {
-    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-      const std::vector<std::pair<std::string, std::vector<float>>> cases = {
-          {"mean 1e4 var 1", RandomValues(rng, cols, 1e4f, 1.0f)},
-          {"1e6 spread 1e-3", RandomValues(rng, cols, 1e6f, 1e-3f)},
-          {"constant", std::vector<float>(cols, 3.25f)},
-          {"|x| >= 256", RandomValues(rng, cols, 0.0f, 3000.0f)},
-          {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
-      };
-      for (const auto& [name, values] : cases) {
-        if (cfg.kind == RowNormKind::kL2 && name == "constant") continue;
-        CheckRows(*backend_, cfg, t, 1, cols, values, rng,
-                  absl::StrCat(cfg.name, " ", DTypeName(t), " ", name));
+  // 4096: held in registers; 4097: staged.
+  for (const int64_t cols : {int64_t{4096}, int64_t{4097}}) {
+    for (const RowConfig& cfg : Configs()) {
+      for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+        const std::vector<std::pair<std::string, std::vector<float>>> cases = {
+            {"mean 1e4 var 1", RandomValues(rng, cols, 1e4f, 1.0f)},
+            {"1e6 spread 1e-3", RandomValues(rng, cols, 1e6f, 1e-3f)},
+            {"constant", std::vector<float>(cols, 3.25f)},
+            {"|x| >= 256", RandomValues(rng, cols, 0.0f, 3000.0f)},
+            {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
+        };
+        for (const auto& [name, values] : cases) {
+          if (cfg.kind == RowNormKind::kL2 && name == "constant") continue;
+          CheckRows(*backend_, cfg, t, 1, cols, values, rng,
+                    absl::StrCat(cfg.name, " ", DTypeName(t), " ", cols, " ", name));
+        }
       }
     }
   }

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU session's prepared run, on the GPU machine, from the repository root, with
-# .gpu-bundle/ carried (tests/gpu/bundle.sh builds it on a machine without a GPU). Each step
-# has its own time limit (the whole stays under nine minutes). Under $OUT (default
-# /tmp/gpu-session) it leaves four files, as few as the device tool brings back: steps.txt
-# (each step's exit status and seconds), logs.tgz (every step's log and the batching runs'
-# JSON, refreshed after each step, so that a run cut short still leaves what it did),
-# cuda_bench.json and torch_cuda.json.
+# .gpu-bundle/ or .gpu-bundle.tar.xz carried (tests/gpu/bundle.sh builds it on a machine
+# without a GPU). Each step has its own time limit (the whole stays under nine minutes).
+# Under $OUT (default /tmp/gpu-session) it leaves four files, as few as the device tool
+# brings back: steps.txt (each step's exit status and seconds), logs.tgz (every step's log
+# and the batching runs' JSON, refreshed after each step, so that a run cut short still
+# leaves what it did), cuda_bench.json and torch_cuda.json.
 #
-#   tests/gpu/device-session.sh [suite] [bench] [torch] [server] [conformance]   # default: all
+#   tests/gpu/device-session.sh [suite] [bench] [torch] [server] [conformance] [profile]
+#   (default: all but profile)
 #
 #   suite   the CUDA suite (gpu_test: every op against the float64 reference)
 #   bench   normd-kernel-bench --cuda: the kernels beside a device-to-device copy
@@ -18,10 +19,14 @@
 #           requests on eight connections with batching off and on, and Echo beside them
 #   conformance  the PyTorch conformance suite (tests/conformance/test_conformance.py) with
 #           every call routed to CUDA (NORMD_CUDA_MIN_BYTES=0)
+#   profile Nsight Compute (ncu) on one launch of a few row and channel cases; not in the
+#           default list
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out="${OUT:-/tmp/gpu-session}"
 b=.gpu-bundle
+# bundle.sh packs a bundle too large to carry as it is into $b.tar.xz.
+[ -x "$b/run" ] || [ ! -f "$b.tar.xz" ] || xz -dc "$b.tar.xz" | tar xf - || exit 2
 [ -x "$b/run" ] || { echo "device-session.sh: no $b (run tests/gpu/bundle.sh and carry it)" >&2; exit 2; }
 mkdir -p "$out"
 logs=$(mktemp -d /tmp/gpu-session-logs.XXXXXX)
@@ -111,12 +116,16 @@ CASES
   # same connections: the transport's own ceiling, measured in the same run. Each normd's
   # /metrics (batch sizes, queue and backend time) is kept beside its run's JSON.
   load=(--concurrency 256 --connections 8 --duration 8s --warmup 2s)
-  for config in "off --batch-max-rows 1" "on" "echo"; do
+  # Then the same with eight transport threads (a half of the cores: is the server's side
+  # of the transport the limit?) and with a 100 us CUDA batch delay (--cuda-batch-max-delay,
+  # whose default is none).
+  for config in "off --batch-max-rows 1" "on" "echo" "on_t8 --transport-threads 8" \
+    "echo_t8 --transport-threads 8" "on_d100 --cuda-batch-max-delay 100us"; do
     read -r label flags <<<"$config"
     # shellcheck disable=SC2086
     if start_normd $flags --metrics-listen 127.0.0.1:9091; then
       what=(--op rms-norm --shape 1x4096 --dtype bf16 --weight --backend "$backend")
-      [ "$label" = echo ] && what=(--echo --shape 1x4096 --dtype bf16)
+      [[ "$label" == echo* ]] && what=(--echo --shape 1x4096 --dtype bf16)
       step "batching_$label" 40 "$b/run" normbench --target "$target" "${what[@]}" "${load[@]}" \
         --json "$logs/batching_$label.json"
       python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9091/metrics').read().decode())" \
@@ -133,6 +142,7 @@ if wants conformance; then
     NORMD_TEST_BACKEND="$backend" "${min_bytes[@]}" \
     python3 -m unittest discover -s tests/conformance -p test_conformance.py -v
 fi
+wants profile && step profile 200 bash tests/gpu/profile.sh "$b"
 tar czf "$out/logs.tgz" -C "$logs" .
 rm -rf "$logs"  # its archive is under $out
 echo "steps:" && cat "$out/steps.txt"
