@@ -18,8 +18,9 @@ cases=("$@")
 rc=0
 for ((i = 0; i + 1 < ${#cases[@]}; i += 2)); do
   echo "== ${cases[i]}"
-  "$ncu" --clock-control none --kernel-name regex:'RowNorm|Stats|Apply' \
-    --launch-count "${cases[i + 1]}" --section SpeedOfLight --section Occupancy \
+  "$ncu" --clock-control none --launch-count "${cases[i + 1]}" \
+    --kernel-name regex:'RowNormKernel|RegisterRowKernel|Stats|Apply' \
+    --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section SchedulerStats "$b/run" normd-kernel-bench --cuda --filter "${cases[i]}" \
     --min-time 0.01 || rc=1
