@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace normd::kernels::cuda {
@@ -101,20 +102,42 @@ struct RowLaunch {
 // Orders `items` (as PlanRowItems appended them for the segments of the host table `table`,
 // whose pointers are the device addresses the kernels will read) so that the items of each
 // launch are contiguous, keeping their order within a launch, and returns the launches: one
-// per (vectors, kind, x dtype, y dtype) present, in that key's order.
+// per (vectors, kind, x dtype, y dtype) present, in that key's order. A segment's items
+// share a key, computed once per run of them (this runs on every call: 4096 rows are 4096
+// items); items already in order are not sorted.
 inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector<RowItem>* items) {
-  auto key = [&](const RowItem& it) {
+  const size_t n = items->size();
+  std::vector<int32_t> keys(n);
+  for (size_t i = 0; i < n; ++i) {
+    const RowItem& it = (*items)[i];
+    if (i > 0 && it.segment == (*items)[i - 1].segment &&
+        it.warp_rows == (*items)[i - 1].warp_rows) {
+      keys[i] = keys[i - 1];
+      continue;
+    }
     const RowSegment& s = table[it.segment];
-    return ((RowRegisters(s, it.warp_rows != 0) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 +
-           s.y_dtype;
-  };
-  std::stable_sort(items->begin(), items->end(),
-                   [&](const RowItem& a, const RowItem& b) { return key(a) < key(b); });
+    keys[i] =
+        ((RowRegisters(s, it.warp_rows != 0) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 + s.y_dtype;
+  }
+  if (!std::is_sorted(keys.begin(), keys.end())) {
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+    std::vector<RowItem> sorted(n);
+    std::vector<int32_t> sorted_keys(n);
+    for (size_t i = 0; i < n; ++i) {
+      sorted[i] = (*items)[order[i]];
+      sorted_keys[i] = keys[order[i]];
+    }
+    *items = std::move(sorted);
+    keys = std::move(sorted_keys);
+  }
   std::vector<RowLaunch> launches;
-  for (size_t i = 0; i < items->size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const RowItem& it = (*items)[i];
     const RowSegment& s = table[it.segment];
-    if (launches.empty() || key((*items)[launches.back().first]) != key(it)) {
+    if (i == 0 || keys[i - 1] != keys[i]) {
       launches.push_back({it.warp_rows, s.x_dtype, s.y_dtype, RowRegisters(s, it.warp_rows != 0),
                           static_cast<int32_t>(i), 0, 0});
     }

@@ -153,6 +153,25 @@ TEST(CudaPlanTest, LaunchesGroupItemsByKindDtypePairAndRegisters) {
   for (int n : seen) EXPECT_EQ(n, 1);
 }
 
+// The common call, one segment: one launch of every item in planned order.
+TEST(CudaPlanTest, OneSegmentIsOneLaunch) {
+  cuda::RowSegment s{};
+  s.x_dtype = cuda::kDevBF16;
+  s.y_dtype = cuda::kDevBF16;
+  s.rows = 4096;
+  s.cols = 4096;
+  std::vector<cuda::RowItem> items;
+  cuda::PlanRowItems(0, s.rows, s.cols, &items);
+  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(&s, &items);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].first, 0);
+  EXPECT_EQ(launches[0].count, 4096);
+  EXPECT_EQ(launches[0].vectors, 2);
+  EXPECT_EQ(launches[0].warp_rows, 0);
+  EXPECT_EQ(launches[0].max_cols, 4096);
+  for (int64_t r = 0; r < 4096; ++r) ASSERT_EQ(items[r].first_row, r);
+}
+
 TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {
   // BatchNorm on [32, 64, 56, 56], 132 SMs: 64 channels of 100352 elements, 5 chunks each.
   EXPECT_EQ(cuda::StatsSplits(64, 32 * 56 * 56, 132), 5);
