@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config protobuf-compiler libprotobuf-dev libgrpc++-dev
+packages=(build-essential cmake ninja-build pkg-config protobuf-compiler libprotobuf-dev libgrpc++-dev
           protobuf-compiler-grpc libabsl-dev libspdlog-dev libhwy-dev libcpp-httplib-dev)
 if [[ ${1:-} == --test ]]; then
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy

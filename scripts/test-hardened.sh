@@ -25,7 +25,7 @@ sanitizer_dir=$PWD/tests/sanitizers
 configure() {  # configure <dir> <cmake args...>
   local dir=$1
   shift
-  [[ -f $dir/CMakeCache.txt ]] || cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  [[ -f $dir/CMakeCache.txt ]] || cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 }
 
 # The suppressions name functions: the reports need a symbolizer (llvm-14's, from

@@ -33,7 +33,7 @@ rm -rf "$dir/src" "$dir/build"
 
 export CC=${CC:-clang-14} CXX=${CXX:-clang++-14}
 # Debian's own configuration (debian/rules): C++17, shared libraries.
-cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_STANDARD=17 \
+cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_STANDARD=17 \
   -DBUILD_SHARED_LIBS=ON -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX="$dir" \
   -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_C_FLAGS=-fsanitize=thread \
   -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null

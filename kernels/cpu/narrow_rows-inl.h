@@ -9,8 +9,8 @@
 // The arithmetic is the general passes', in their order, so the outputs are the same bits
 // (narrow_rows_test checks it). f32 rows stay on the general passes: here they ran 5-16%
 // faster on one thread but 8-13% slower on two.
-// Include after hwy/highway.h and row_pass-inl.h inside row_norm_simd.cc. Stateless; safe
-// from any thread.
+// Include after hwy/highway.h and row_pass-inl.h inside row_norm_simd.cc and narrow_rows.cc
+// (which instantiates it). Stateless; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
 #if defined(NORMD_KERNELS_CPU_NARROW_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef NORMD_KERNELS_CPU_NARROW_ROWS_INL_H_
@@ -230,6 +230,13 @@ NarrowRowsFn PickNarrowRows(bool w, bool b) {
   if (w) return b ? NarrowRowsT<kT, kCast, true, true> : NarrowRowsT<kT, kCast, true, false>;
   return b ? NarrowRowsT<kT, kCast, false, true> : NarrowRowsT<kT, kCast, false, false>;
 }
+
+// Instantiated once a target in narrow_rows.cc, apart from row_norm_simd.cc, so that a build
+// compiles them side by side.
+extern template NarrowRowsFn PickNarrowRows<DType::kF16, false>(bool, bool);
+extern template NarrowRowsFn PickNarrowRows<DType::kF16, true>(bool, bool);
+extern template NarrowRowsFn PickNarrowRows<DType::kBF16, false>(bool, bool);
+extern template NarrowRowsFn PickNarrowRows<DType::kBF16, true>(bool, bool);
 
 // REQUIRES: NarrowEligible(a, ...).
 inline NarrowRowsFn PickNarrowRows(const RowNormArgs& a, const RowParams& p) {

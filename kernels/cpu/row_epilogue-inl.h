@@ -2,7 +2,8 @@
 // statistics, ((x - mean) * scale [rounded] [* w] [+ b] [+ alpha * skip]) in fp32, converted
 // and stored (non-temporal when large), one row at a time or two rows in cache at once.
 // Built on convert-inl.h. Include after hwy/highway.h inside a translation unit that uses
-// foreach_target (row_norm_simd.cc). Stateless; safe from any thread.
+// foreach_target (row_norm_simd.cc; instantiated in row_epilogue_f32.cc, _f16.cc, _bf16.cc).
+// Stateless; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
 #if defined(NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef NORMD_KERNELS_CPU_ROW_EPILOGUE_INL_H_
@@ -424,6 +425,17 @@ EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, 
   }
   return {};
 }
+
+// Instantiated once a target, an output dtype a translation unit (row_epilogue_f32.cc,
+// row_epilogue_f16.cc, row_epilogue_bf16.cc), so that a build compiles them side by side:
+// in row_norm_simd.cc, with LoadRow's and the narrow rows' instantiations, they made one
+// file of 657 s (a Release build on a 2-core Zen 3 VM; now 157-194 s each, and 11 s left).
+extern template EpilogueFns PickEpilogueStore<DType::kF32>(DType, bool, bool, bool, bool, bool,
+                                                           bool);
+extern template EpilogueFns PickEpilogueStore<DType::kF16>(DType, bool, bool, bool, bool, bool,
+                                                           bool);
+extern template EpilogueFns PickEpilogueStore<DType::kBF16>(DType, bool, bool, bool, bool, bool,
+                                                            bool);
 
 inline EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b,
                                      bool s, bool reform = false) {

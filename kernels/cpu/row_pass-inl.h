@@ -232,6 +232,12 @@ LoadRowFn PickLoadRow(Stat stat, bool skip, bool h, bool buf, bool stream_h) {
   return nullptr;
 }
 
+// Instantiated once a target in row_pass.cc, apart from the kernels that call them
+// (row_norm_simd.cc, channel_norm_simd.cc), so that a build compiles them side by side.
+extern template LoadRowFn PickLoadRow<DType::kF32>(Stat, bool, bool, bool, bool);
+extern template LoadRowFn PickLoadRow<DType::kF16>(Stat, bool, bool, bool, bool);
+extern template LoadRowFn PickLoadRow<DType::kBF16>(Stat, bool, bool, bool, bool);
+
 // `buf` false: LoadRow writes nothing to buf (the caller reads x, an f32 h, or x and skip
 // to form h again).
 // `stream_h`: an f16/bf16 h streams (REQUIRES: h's rows vector-aligned); f32 ignores it.

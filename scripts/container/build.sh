@@ -8,7 +8,7 @@ set -euo pipefail
 prefix=$1
 cd "$(dirname "$0")/../.."
 scripts/install-deps.sh
-cmake -S . -B /tmp/normd-build -DCMAKE_BUILD_TYPE=Release -DNORMD_TESTS=OFF \
+cmake -S . -B /tmp/normd-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMD_TESTS=OFF \
       -DNORMD_CUDA="${NORMD_CUDA:-OFF}"
 cmake --build /tmp/normd-build -j "$(nproc)" --target normd normctl
 install -D -m 0755 /tmp/normd-build/server/normd "$prefix/bin/normd"

@@ -1,0 +1,23 @@
+// The row kernels' epilogue into f16 outputs (row_epilogue-inl.h's PickEpilogueStore<kF16>
+// and the EpilogueStore functions it returns), instantiated here for every SIMD target:
+// one output dtype a translation unit, so that a build compiles them side by side rather
+// than in row_norm_simd.cc after each other. Stateless; safe from any thread.
+// foreach_target.h re-includes this file once per SIMD target and must come first; the
+// -inl.h follows highway.h.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/row_epilogue_f16.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/row_epilogue-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace normd::kernels::cpu {
+namespace HWY_NAMESPACE {
+
+template EpilogueFns PickEpilogueStore<DType::kF16>(DType, bool, bool, bool, bool, bool, bool);
+
+}  // namespace HWY_NAMESPACE
+}  // namespace normd::kernels::cpu
+HWY_AFTER_NAMESPACE();
