@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
-# CI compiles the CUDA kernels (when nvcc is there) for one architecture only.
+# CI compiles the CUDA kernels (when nvcc is there) for one architecture only, and without
+# debug information: -g does not change the code GCC generates, and made the SIMD kernels'
+# files take half as long again to compile (row_epilogue_f16.cc, one target: 35 -> 51 s).
 if [[ "${CI:-}" == "true" ]]; then
-  scripts/build.sh -DNORMD_CUDA_ARCHITECTURES=90
+  scripts/build.sh -DNORMD_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
+                   -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"
 else
   scripts/build.sh
 fi
