@@ -12,7 +12,7 @@
 #         SOAK_SECONDS (default 600; CI runs 120) against build/'s normd, the binary that is
 #         deployed; its RSS and open fds sampled every second, with a positive control.
 # With no argument all three run (what CI runs). Not part of scripts/test.sh: together
-# they take about 26 minutes on 2 cores (17 with CI's 2-minute soak).
+# they take about 33 minutes on 2 cores (25 with CI's 2-minute soak).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
