@@ -1,4 +1,4 @@
-// The row kernels' epilogue into f32 outputs (row_epilogue-inl.h's PickEpilogueStore<kF32>
+// The row kernels' epilogue into f32 outputs (row_epilogue_pick-inl.h's PickEpilogueStore<kF32>
 // and the EpilogueStore functions it returns), instantiated here for every SIMD target:
 // one output dtype a translation unit, so that a build compiles them side by side rather
 // than in row_norm_simd.cc after each other. Stateless; safe from any thread.
@@ -9,7 +9,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/row_epilogue_f32.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "kernels/cpu/row_epilogue-inl.h"
+#include "kernels/cpu/row_epilogue_pick-inl.h"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();

@@ -24,6 +24,7 @@
 #include "kernels/cpu/fused_rows-inl.h"
 #include "kernels/cpu/narrow_rows-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
+#include "kernels/cpu/row_epilogue_pick-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_pass-inl.h"
 #include "kernels/cpu/row_plan.h"
