@@ -50,7 +50,7 @@ for suite in "${suites[@]}"; do
     tsan)
       scripts/tsan-abseil.sh build-tsan/abseil
       configure build-tsan -DNORMD_SANITIZE=thread
-      cmake --build build-tsan -j "$jobs" --target server_test integration_test kernels_test
+      cmake --build build-tsan -j "$jobs" --target server_test integration_test thread_pool_test
       # Only the tsan suite's programs get the instrumented Abseil (the soak's normd must not).
       tsan_env=(env "LD_LIBRARY_PATH=$PWD/build-tsan/abseil/lib"
                 "TSAN_OPTIONS=suppressions=$sanitizer_dir/tsan.supp:halt_on_error=1:second_deadlock_stack=1:$symbolizer")
