@@ -18,7 +18,12 @@ build="${1:-build-gpu-bundle}"
 packer="${NORMD_DEVICE_BUNDLE:-../shared/tools/device-bundle.sh}"
 [ -x "$packer" ] || { echo "bundle.sh: no device-bundle.sh at $packer (set NORMD_DEVICE_BUNDLE)" >&2; exit 2; }
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DNORMD_CUDA=ON -DNORMD_CUDA_ARCHITECTURES=90
+  # Ninja where it is installed (scripts/install-deps.sh installs it): Make leaves a core idle
+  # while the SIMD kernels' longest files compile.
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DNORMD_CUDA=ON \
+    -DNORMD_CUDA_ARCHITECTURES=90
 fi
 # gpu_test exists only where the CUDA backend is built.
 cmake --build "$build" --target help | grep '\bgpu_test\b' >/dev/null ||

@@ -16,7 +16,8 @@
 #           reusing bench's JSON when this run made it)
 #   server  normd with its CUDA backend: answers checked against the float64 reference over
 #           gRPC (normbench --verify --backend cuda), then 256 concurrent 1x4096 RMSNorm
-#           requests on eight connections with batching off and on, and Echo beside them
+#           requests on eight connections with batching off and on, and Echo beside them;
+#           then one caller alone, without and with a 100 us batch delay (its latency)
 #   conformance  the PyTorch conformance suite (tests/conformance/test_conformance.py) with
 #           every call routed to CUDA (NORMD_CUDA_MIN_BYTES=0)
 #   profile Nsight Compute (ncu) on one launch of a few row and channel cases; not in the
@@ -130,6 +131,18 @@ CASES
         --json "$logs/batching_$label.json"
       python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9091/metrics').read().decode())" \
         >"$logs/metrics_$label.txt" 2>&1
+      stop_normd
+    fi
+  done
+  # A lone caller (concurrency 1, one connection): what a CUDA batch delay costs a call with
+  # nothing to wait for, without one (the default) and with 100 us; p50/p99 in the JSON.
+  for config in "lone" "lone_d100 --cuda-batch-max-delay 100us"; do
+    read -r label flags <<<"$config"
+    # shellcheck disable=SC2086
+    if start_normd $flags; then
+      step "latency_$label" 20 "$b/run" normbench --target "$target" --op rms-norm --shape 1x4096 \
+        --dtype bf16 --weight --backend "$backend" --concurrency 1 --duration 5s --warmup 1s \
+        --json "$logs/latency_$label.json"
       stop_normd
     fi
   done

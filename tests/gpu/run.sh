@@ -16,7 +16,10 @@ arch="${1:-90}"
 prefix="${NORMD_DEPS_PREFIX:-$PWD/.deps}"
 export LD_LIBRARY_PATH="$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DNORMD_SERVICE=OFF -DNORMD_CUDA=ON \
+# Ninja where the GPU machine has it (a directory configured before keeps its generator).
+generator=()
+[ ! -f build-gpu/CMakeCache.txt ] && command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DNORMD_SERVICE=OFF -DNORMD_CUDA=ON \
   -DNORMD_CUDA_ARCHITECTURES="$arch" -DCMAKE_PREFIX_PATH="$prefix"
 cmake --build build-gpu -j "$(nproc)" --target gpu_test kernels_test
 build-gpu/tests/gpu_test --gtest_brief=1
