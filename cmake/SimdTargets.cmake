@@ -21,19 +21,20 @@ if(NORMD_SIMD_TARGETS STREQUAL "runnable" AND NOT NORMD_SANITIZE)
   endif()
   try_run(normd_simd_run normd_simd_compile
     SOURCE_FROM_CONTENT supported_targets.cc
-      "#include <cstdio>\n#include \"hwy/targets.h\"\nint main() { std::printf(\"%lld\", static_cast<long long>(hwy::SupportedTargets())); }\n"
+      # Highway's own names: the targets this build would compile (HWY_TARGETS) that the
+      # CPU does not execute; its static target (the fallback) always stays.
+      "#include <cstdio>\n#include \"hwy/targets.h\"\nint main() { std::printf(\"%lld\", static_cast<long long>(HWY_TARGETS & ~hwy::SupportedTargets() & ~HWY_STATIC_TARGET)); }\n"
+    # The build's HWY_WANT_AVX3_DL (CMakeLists.txt), which try_run does not inherit.
+    COMPILE_DEFINITIONS -DHWY_WANT_AVX3_DL
     LINK_LIBRARIES hwy::hwy
     COMPILE_OUTPUT_VARIABLE normd_simd_compile_log
-    RUN_OUTPUT_VARIABLE normd_simd_supported)
+    RUN_OUTPUT_VARIABLE normd_simd_disabled)
   if(NOT normd_simd_compile OR NOT normd_simd_run EQUAL 0 OR
-     NOT normd_simd_supported MATCHES "^[0-9]+$")
+     NOT normd_simd_disabled MATCHES "^[0-9]+$")
     message(FATAL_ERROR "NORMD_SIMD_TARGETS=runnable: Highway's target detection failed to "
                         "build or run:\n${normd_simd_compile_log}")
   endif()
-  # Highway's x86 target bits (hwy/detect_targets.h): AVX3_DL 1<<7, AVX3 1<<8, AVX2 1<<9,
-  # SSE4 1<<11, SSSE3 1<<12. The scalar fallback is never left out.
-  math(EXPR normd_simd_disabled "((1 << 7) | (1 << 8) | (1 << 9) | (1 << 11) | (1 << 12)) & ~${normd_simd_supported}")
   add_compile_definitions(HWY_DISABLED_TARGETS=${normd_simd_disabled})
-  message(STATUS "normd: SIMD targets: runnable on this CPU only (Highway's supported targets "
-                 "${normd_simd_supported}; HWY_DISABLED_TARGETS=${normd_simd_disabled})")
+  message(STATUS "normd: SIMD targets: runnable on this CPU only "
+                 "(HWY_DISABLED_TARGETS=${normd_simd_disabled})")
 endif()
