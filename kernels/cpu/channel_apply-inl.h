@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hwy/cache_control.h"
+#include "kernels/cpu/bf16_nan.h"
 #include "kernels/cpu/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -29,12 +30,18 @@ namespace hn = hwy::HWY_NAMESPACE;
 // lo is within 2^-24 of hi, so rounding the folded shift adds a part in 2^24 of |shift| and
 // one in 2^48 of |hi * scale|: within docs/semantics.md's 2^-20 of the terms' magnitudes
 // where the bias cancels.
+// For a bf16 output their NaNs, which can carry the fp32 parameters' payloads, get zero low
+// bits (bf16_nan.h).
 struct FoldedShift {
   float hi, scale, shift;
 };
-inline FoldedShift Fold(double mean, double scale, double shift) {
+template <DType kOut>
+FoldedShift Fold(double mean, double scale, double shift) {
   const float hi = static_cast<float>(mean);
-  return {hi, static_cast<float>(scale), static_cast<float>(shift - (mean - hi) * scale)};
+  const FoldedShift k{hi, static_cast<float>(scale),
+                      static_cast<float>(shift - (mean - hi) * scale)};
+  if constexpr (kOut != DType::kBF16) return k;
+  return {BF16SafeNaN(k.hi), BF16SafeNaN(k.scale), BF16SafeNaN(k.shift)};
 }
 
 template <DType kT, DType kOut>
@@ -42,7 +49,7 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
                bool stream, const void* prefetch) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const FoldedShift k = Fold(mean, scale, shift);
+  const FoldedShift k = Fold<kOut>(mean, scale, shift);
   const V vhi = hn::Set(d, k.hi), vs = hn::Set(d, k.scale), vb = hn::Set(d, k.shift);
   auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(v, vhi), vs, vb); };
   // [i, i + count), count < N, through stack copies: x and y end at n.
@@ -140,7 +147,7 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
   coef.resize(static_cast<size_t>(3 * vec_cols));
   float *fhi = coef.data(), *fs = fhi + vec_cols, *fb = fs + vec_cols;
   for (int64_t c = 0; c < vec_cols; ++c) {
-    const FoldedShift k = Fold(mean[c], scale[c], shift[c]);
+    const FoldedShift k = Fold<kOut>(mean[c], scale[c], shift[c]);
     fhi[c] = k.hi;
     fs[c] = k.scale;
     fb[c] = k.shift;

@@ -1,6 +1,7 @@
 // SIMD element conversions of the CPU kernels (Highway per-target code): exact
 // conversions between f32 vectors and f32/f16/bf16 memory (round to nearest even, NaN kept
-// quiet, f16 overflow to Inf), and float <-> double widening.
+// quiet: for bf16, the NaNs RoundBF16Bits says; f16 overflow to Inf), and float <-> double
+// widening.
 // Include after hwy/highway.h inside a translation unit that uses foreach_target.
 // Stateless; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
@@ -89,16 +90,23 @@ HWY_INLINE V ResidualAdd(V alpha, V skip, V x) {
 
 // ---- element conversion -------------------------------------------------------------
 
-// bfloat16 round to nearest even on the bit pattern, NaN kept quiet; returns the 32-bit
-// patterns whose upper halves are the bf16 values.
+// bfloat16 round to nearest even on the bit pattern; returns the 32-bit patterns whose
+// upper halves are the bf16 values. Exact for every finite value and Inf, and for every NaN
+// that is quiet with its low 16 bits zero: adding at most 0x8000 then carries nothing into
+// the upper half, which is the NaN's own bf16 pattern, quiet. The kernels store only such
+// NaNs: a NaN an arithmetic operation returns is quiet (x86 and Arm alike) and carries one
+// operand's payload or none, and every operand's NaNs have zero low halves: bf16 inputs
+// widened, the default NaN, statistics narrowed from double, and the fp32 parameters, whose
+// NaNs the kernels' entry points give zero low halves for bf16 outputs (bf16_nan.h; the
+// bits stored are the same). A select for other NaNs (IsNaN, Or, IfThenElse) took three of
+// the ten instructions a vector of bf16 output cost on AVX2, and a register each for its
+// mask and its constant (BENCHMARKS.md, issue 16, forty-seventh session).
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundBF16Bits(D d, V v) {
   const hn::RebindToUnsigned<D> du;
+  (void)d;
   const auto bits = hn::BitCast(du, v);
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  const auto rounded = hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb));
-  const auto quiet = hn::Or(bits, hn::Set(du, 0x00400000u));
-  (void)d;
-  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded);
+  return hn::Add(bits, hn::Add(lsb, hn::Set(du, 0x7fffu)));
 }
 
 // Highway 1.0.3's f16 conversions without F16C (SSE4 and below, and the scalar target)
@@ -185,8 +193,9 @@ HWY_INLINE hn::Vec<DU16> ToHalfBits(D d, V v) {
 #endif
   }
 #if NORMD_NATIVE_BF16
-  // Round to nearest even, NaN quieted as RoundBF16Bits does; denormal inputs read as zero,
-  // which they cannot be here: the kernels run with denormals flushed (ScopedFlushDenormals).
+  // Round to nearest even, NaN quieted (the bits RoundBF16Bits gives the NaNs it is given);
+  // denormal inputs read as zero, which they cannot be here: the kernels run with denormals
+  // flushed (ScopedFlushDenormals).
   (void)di;
   return hn::Vec<DU16>{reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v.raw))};
 #else
@@ -290,10 +299,22 @@ HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
 // kernels with and without (BENCHMARKS.md, issue 16, thirty-fourth session): bf16 rows in
 // cache 3-14% faster (LayerNorm 8x4096 0.23-0.25 -> 0.26-0.27 of memcpy, fused add+RMSNorm
 // 0.43-0.44 -> 0.48-0.49; RMSNorm 1x4096 521 -> 478 ns a call), channels-first channel ops
-// 0-8%; large rows within the VM's spread. Elsewhere each vector is stored as StoreAs and
-// StreamAs store it.
+// 0-8%; large rows within the VM's spread. On AVX2 a pair of bf16 vectors is rounded, packed
+// and lane-permuted as one (PackBF16). Elsewhere each vector is stored as StoreAs and StreamAs
+// store it.
 template <DType kT>
-inline constexpr bool kPairedStores = NORMD_NATIVE_BF16 != 0 && kT == DType::kBF16;
+inline constexpr bool kPairedStores =
+    (NORMD_NATIVE_BF16 != 0 || HWY_TARGET == HWY_AVX2) && kT == DType::kBF16;
+
+#if HWY_TARGET == HWY_AVX2
+// v0 then v1 rounded to bf16, as one vector of sixteen: one pack and one lane permute for
+// both, where two DemoteTo took one of each per vector.
+HWY_INLINE __m256i PackBF16(D d, V v0, V v1) {
+  const __m256i lo = hn::ShiftRight<16>(RoundBF16Bits(d, v0)).raw;
+  const __m256i hi = hn::ShiftRight<16>(RoundBF16Bits(d, v1)).raw;
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+}
+#endif
 
 // v0 and v1 rounded to t and stored at p and the next vector's place: the same bits as two
 // StoreAs.
@@ -306,12 +327,18 @@ HWY_INLINE void StoreAs2(D d, V v0, V v1, void* p) {
     return;
   }
 #endif
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (kT == DType::kBF16) {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), PackBF16(d, v0, v1));
+    return;
+  }
+#endif
   StoreAs<kT>(d, v0, p);
   StoreAs<kT>(d, v1, Offset(p, kT, static_cast<int64_t>(hn::Lanes(d))));
 }
 
 // StreamAs of v0 and v1 at p and the next vector's place. REQUIRES: p aligned to the two
-// stored vectors' size where kPairedStores (a whole cache line), else to one's.
+// stored vectors' size where kPairedStores (a whole cache line on AVX3_DL), else to one's.
 template <DType kT>
 HWY_INLINE void StreamAs2(D d, V v0, V v1, void* p) {
 #if NORMD_NATIVE_BF16
@@ -319,6 +346,12 @@ HWY_INLINE void StreamAs2(D d, V v0, V v1, void* p) {
     (void)d;
     _mm512_stream_si512(static_cast<__m512i*>(p),
                         reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1.raw, v0.raw)));
+    return;
+  }
+#endif
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (kT == DType::kBF16) {
+    _mm256_stream_si256(static_cast<__m256i*>(p), PackBF16(d, v0, v1));
     return;
   }
 #endif

@@ -1,10 +1,12 @@
 // CpuBackend::RowNorm: prepares the per-call constants and splits the rows across the
 // pool; the per-row work is the SIMD kernel in row_norm_simd.cc.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "kernels/cpu/aligned_scratch.h"
+#include "kernels/cpu/bf16_nan.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
@@ -14,12 +16,27 @@ namespace {
 
 // The parameter as fp32 (plus `offset`): the caller's own array when it already is one,
 // else widened into `scratch` (a small call would otherwise spend as long widening its
-// weights as normalizing).
-const float* F32Param(const ConstTensor& t, int64_t n, float offset, cpu::AlignedScratch* scratch) {
+// weights as normalizing). For a bf16 output, NaNs that may have nonzero low bits (fp32
+// values, or an offset's) are given zero ones in `scratch` (bf16_nan.h): one scan of the
+// parameter, and a copy only where it holds a NaN.
+const float* F32Param(const ConstTensor& t, int64_t n, float offset, bool bf16_out,
+                      cpu::AlignedScratch* scratch) {
   if (!t.present()) return nullptr;
-  if (t.dtype == DType::kF32 && offset == 0.0f) return static_cast<const float*>(t.data);
-  float* out = scratch->Reserve(static_cast<size_t>(n + cpu::kRowPad));
-  cpu::WidenToF32(t.dtype, t.data, n, offset, out);
+  const float* p = static_cast<const float*>(t.data);
+  float* out = nullptr;
+  if (t.dtype != DType::kF32 || offset != 0.0f) {
+    out = scratch->Reserve(static_cast<size_t>(n + cpu::kRowPad));
+    cpu::WidenToF32(t.dtype, t.data, n, offset, out);
+    p = out;
+  }
+  if (!bf16_out || (t.dtype == DType::kBF16 && !std::isnan(offset)) || !cpu::AnyNaN(p, n)) {
+    return p;
+  }
+  if (out == nullptr) {
+    out = scratch->Reserve(static_cast<size_t>(n + cpu::kRowPad));
+    std::fill(out + n, out + n + cpu::kRowPad, 0.0f);
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = cpu::BF16SafeNaN(p[i]);
   return out;
 }
 
@@ -69,8 +86,9 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
     Segment& s = segs.emplace_back();
     s.args = &a;
     const size_t k = 2 * (segs.size() - 1);
-    s.params.weight = F32Param(a.weight, a.cols, offset, &scratch[k]);
-    s.params.bias = F32Param(a.bias, a.cols, 0.0f, &scratch[k + 1]);
+    const bool bf16 = a.x.dtype == DType::kBF16 || a.y.dtype == DType::kBF16;
+    s.params.weight = F32Param(a.weight, a.cols, offset, bf16, &scratch[k]);
+    s.params.bias = F32Param(a.bias, a.cols, 0.0f, bf16, &scratch[k + 1]);
     s.first_row = rows;
     rows += a.rows;
     elements += a.rows * a.cols;
