@@ -71,9 +71,10 @@ void WidenT(const void* src, int64_t n, float offset, float* dst) {
 }
 
 // Whether p[0, n) may hold a NaN: true where it does, and also where it holds an Inf or
-// values whose sum overflows (the caller then copies the parameter, which is harmless). A
-// sum of four vectors a step is NaN where any of them is; one add a vector, where a compare
-// and an or per vector took about a cycle (a 1x4096 call's two fp32 parameters ~0.3 us).
+// values whose sum overflows (the caller then copies the parameter, which is harmless). It
+// runs on every call with fp32 parameters and a bf16 output, a 1x4096 one included: a sum
+// of four vectors a step, NaN where any of them is, is one add a vector and one dependent
+// add per four, where a compare and an or into one accumulator were two and a chain.
 bool AnyNaNImpl(const float* p, int64_t n) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
