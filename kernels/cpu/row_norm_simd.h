@@ -31,8 +31,7 @@ void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scal
 // REQUIRES: dst has room for n + kRowPad floats, and is aligned as AllocateAligned's.
 void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst);
 
-// Whether p[0, n) may hold a NaN: true where it does, and possibly where it holds an Inf or
-// huge values (a vector sum's overflow).
+// Whether p[0, n) holds a NaN.
 bool AnyNaN(const float* p, int64_t n);
 
 // Floats of padding every row buffer needs past `cols`.

@@ -59,39 +59,43 @@ TEST(BF16SafeNaNTest, KeepsTheBF16BitsAndClearsTheLowHalf) {
   }
 }
 
-// Row ops: one NaN weight or bias column each, in rows short (pairs in cache), long and
+// Row ops: parameters with one NaN each, in one vector or another of a pair, or the last
+// element (past whole vectors at 100 columns), in rows short (pairs in cache), long and
 // streamed; a NaN alpha poisons every element with its own bits.
 TEST(BF16NaNParamsTest, RowOpsStoreTheParametersNaNs) {
   std::mt19937_64 rng(470);
   ForEachTarget([&] {
-    for (int64_t cols : {int64_t{64}, int64_t{1024}, int64_t{8192}}) {
+    for (int64_t cols : {int64_t{64}, int64_t{100}, int64_t{1024}, int64_t{8192}}) {
       for (bool stream : {false, true}) {
         for (RowNormKind kind : {RowNormKind::kLayer, RowNormKind::kRms}) {
           const int64_t rows = 6, n = rows * cols;
           Buffer x = Buffer::Of(DType::kBF16, RandomValues(rng, n));
-          std::vector<float> w = RandomValues(rng, cols, 1, 0.5), b = RandomValues(rng, cols);
-          for (size_t k = 0; k < std::size(kNaNs); ++k) w[3 * k + 1] = NaNOf(kNaNs[k]);
-          for (size_t k = 0; k < std::size(kNaNs); ++k) b[3 * k + 2] = NaNOf(kNaNs[k]);
-          Buffer wb = Buffer::Of(DType::kF32, w), bb = Buffer::Of(DType::kF32, b);
           Buffer y(DType::kBF16, n);
+          CpuBackend cpu(CpuBackendOptions{.threads = 1, .stream_bytes = stream ? 0 : 1 << 30});
+          const std::string what = absl::StrCat(kind == RowNormKind::kLayer ? "layer" : "rms",
+                                                " cols ", cols, stream ? " streamed" : "");
           RowNormArgs a;
           a.kind = kind;
           a.rows = rows;
           a.cols = cols;
           a.x = x.view();
-          a.weight = wb.view();
-          if (kind == RowNormKind::kLayer) a.bias = bb.view();
           a.eps = 1e-5;
           a.y = y.view_mut();
-          CpuBackend cpu(CpuBackendOptions{.threads = 1, .stream_bytes = stream ? 0 : 1 << 30});
-          ASSERT_TRUE(cpu.RowNorm(a).ok());
-          const std::string what = absl::StrCat(kind == RowNormKind::kLayer ? "layer" : "rms",
-                                                " cols ", cols, stream ? " streamed" : "");
-          for (int64_t r = 0; r < rows; ++r) {
-            for (size_t k = 0; k < std::size(kNaNs); ++k) {
-              ExpectNaN(y, r * cols + 3 * k + 1, BF16FromF32(NaNOf(kNaNs[k])), what + " weight");
+          // NaN k in the weight at wcol[k], in the bias at wcol[k] - 1.
+          const int64_t wcol[] = {1, 9, 18, 27, cols - 1};
+          for (size_t k = 0; k < std::size(kNaNs); ++k) {
+            std::vector<float> w = RandomValues(rng, cols, 1, 0.5), b = RandomValues(rng, cols);
+            w[wcol[k]] = NaNOf(kNaNs[k]);
+            b[wcol[k] - 1] = NaNOf(kNaNs[k]);
+            Buffer wb = Buffer::Of(DType::kF32, w), bb = Buffer::Of(DType::kF32, b);
+            a.weight = wb.view();
+            if (kind == RowNormKind::kLayer) a.bias = bb.view();
+            ASSERT_TRUE(cpu.RowNorm(a).ok());
+            const uint16_t want = BF16FromF32(NaNOf(kNaNs[k]));
+            for (int64_t r = 0; r < rows; ++r) {
+              ExpectNaN(y, r * cols + wcol[k], want, what + " weight");
               if (kind == RowNormKind::kLayer) {
-                ExpectNaN(y, r * cols + 3 * k + 2, BF16FromF32(NaNOf(kNaNs[k])), what + " bias");
+                ExpectNaN(y, r * cols + wcol[k] - 1, want, what + " bias");
               }
             }
           }
