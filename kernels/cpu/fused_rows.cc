@@ -21,7 +21,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_plan.h"
+#include "kernels/cpu/simd_targets.h"
+#include "kernels/cpu/thread_pool.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
@@ -210,6 +213,38 @@ FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool, bool) { return nu
 
 #endif
 
+// row_norm_simd.h's OneLoopSums (for tests).
+bool OneLoopSumsImpl(DType t, bool moments, const void* x, const void* next, int64_t n, void* y,
+                     double* fused, double* loaded) {
+  const Stat stat = moments ? Stat::kMoments : Stat::kSumOfSquares;
+  const FusedRowPairFn pass = PickFusedRowPair(t, stat, false, false, false, false);
+  if (pass == nullptr) return false;
+  Epilogue e;  // scale 1; a mean of 1 for moments, whose loop has the mean's form
+  if (moments) e.hi = 1;
+  RowSums sums;
+  if (pass(x, next, n, e, y, &sums).begin < 0) return false;
+  // As the two passes read a large row in place: nothing written to buf.
+  const RowSums ref =
+      PickLoadRow(t, stat, false, false, false)(next, nullptr, 1.0f, n, nullptr, n, nullptr);
+  fused[0] = sums.sum, fused[1] = sums.squares, fused[2] = sums.shift;
+  loaded[0] = ref.sum, loaded[1] = ref.squares, loaded[2] = ref.shift;
+  return true;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu
 HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace normd::kernels::cpu {
+
+HWY_EXPORT(OneLoopSumsImpl);
+
+bool OneLoopSums(DType t, bool moments, const void* x, const void* next, int64_t n, void* y,
+                 double fused[3], double loaded[3]) {
+  ScopedFlushDenormals flush;  // as the kernel runs
+  return NORMD_DISPATCH(OneLoopSumsImpl)(t, moments, x, next, n, y, fused, loaded);
+}
+
+}  // namespace normd::kernels::cpu
+#endif  // HWY_ONCE

@@ -253,7 +253,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     // The row as the later passes read it, and in fp32 where it is.
     const void* src = !source.in_place ? row : (add_then_norm && !source.reform ? h : x);
     Fp32Row fp32(source.typed ? nullptr : static_cast<const float*>(src), t, x, cols, row,
-                 source.reform ? skip : nullptr, AlphaOf(a));
+                 source.reform ? skip : nullptr, e.alpha);
     double mean, scale;
     RowStats(a, fp32, sums, stat_cols, &mean, &scale);
     er->hi = static_cast<float>(mean);
@@ -269,7 +269,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     const auto [x, h, skip] = row_at(r);
     const RowSums sums =
         (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0 ? load_streaming_h : load)(
-            x, skip, AlphaOf(a), cols, row, stat_cols, h);
+            x, skip, e.alpha, cols, row, stat_cols, h);
     return finish(r, row, sums, er);
   };
   // Rows in cache with a weight and a bias go in pairs, sharing each parameter vector's
@@ -396,11 +396,12 @@ void RowStatisticsImpl(const RowNormArgs& a, int64_t r, double* mean, double* sc
   const RowSource source = SourceOf(a, /*h=*/false, /*large=*/true);
   const void* x = Offset(a.x.data, t, r * cols);
   const void* skip = add_then_norm ? Offset(a.skip.data, t, r * cols) : nullptr;
+  const float alpha = AlphaOf(a);
   const RowSums sums = PickLoadRow(t, StatOf(a), add_then_norm, false, !source.in_place)(
-      x, skip, AlphaOf(a), cols, row.get(), stat_cols, nullptr);
+      x, skip, alpha, cols, row.get(), stat_cols, nullptr);
   Fp32Row fp32(
       source.typed ? nullptr : (source.in_place ? static_cast<const float*>(x) : row.get()), t, x,
-      cols, row.get(), source.reform ? skip : nullptr, AlphaOf(a));
+      cols, row.get(), source.reform ? skip : nullptr, alpha);
   RowStats(a, fp32, sums, stat_cols, mean, scale);
 }
 

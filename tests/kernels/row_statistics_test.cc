@@ -4,13 +4,16 @@
 // random and offset rows, for every SIMD target. A naive fp32 kernel (raw sums of x and x^2)
 // is held to the same check and must fail it, so the check can fail.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "normd/kernels/reference.h"
 #include "tests/kernels/test_util.h"
@@ -211,6 +214,42 @@ TEST(RowStatisticsTest, LayerNormOnePassFallsBackWhereItWouldNotBeExact) {
       }
     }
   });
+}
+
+// The one-loop pass of large rows (fused_rows-inl.h) forms the next row's sums beside this
+// row's epilogue, and the two passes form a row's sums where the loop leaves it (the first
+// row of a thread's range, a row not whole blocks): both must give the same bits, or a
+// row's output would depend on where a thread's range began. An ulp's change in the sums
+// (a tree reassociated) does not show in f16/bf16 outputs, so the sums are compared here.
+TEST(RowStatisticsTest, OneLoopPassGivesLoadRowsSumsToTheBit) {
+  int compared = 0;
+  ForEachTarget([&] {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (bool moments : {true, false}) {
+        for (int64_t cols : {1024, 1536, 4096}) {
+          const std::vector<Row> rows = Rows(cols);
+          const Buffer x = Buffer::Of(t, rows[0].values);
+          Buffer y(t, cols);
+          for (const Row& r : rows) {
+            const Buffer next = Buffer::Of(t, r.values);
+            double fused[3], loaded[3];
+            if (!cpu::OneLoopSums(t, moments, x.view().data, next.view().data, cols,
+                                  y.view_mut().data, fused, loaded)) {
+              continue;
+            }
+            ++compared;
+            for (int k = 0; k < 3; ++k) {
+              EXPECT_EQ(std::bit_cast<uint64_t>(fused[k]), std::bit_cast<uint64_t>(loaded[k]))
+                  << "sum " << k << ": " << fused[k] << " vs " << loaded[k] << "; " << r.name
+                  << ", " << DTypeName(t) << ", " << cols << " columns, moments " << moments;
+            }
+          }
+        }
+      }
+    }
+  });
+  // Every x86 CPU with AVX2 runs the pass (narrower targets take the two passes only).
+  if (HWY_ARCH_X86 && (hwy::SupportedTargets() & HWY_AVX2) != 0) EXPECT_GT(compared, 0);
 }
 
 // The control: the same check fails a naive fp32 kernel, so the passes above are the
