@@ -71,8 +71,11 @@ void WidenT(const void* src, int64_t n, float offset, float* dst) {
 }
 
 // Whether p[0, n) holds a NaN: one runs on every call with fp32 parameters and a bf16
-// output, a 1x4096 one included. Integer operations, two a vector (an and and a max) on
-// independent maxima: a NaN's bits with the sign cleared exceed Inf's as integers.
+// output, a 1x4096 one included. Integer operations, two a vector (an and and a max): a
+// NaN's bits with the sign cleared exceed Inf's as integers. Eight vectors a step into four
+// maxima: two a step spent as long on the loop's own instructions as on the vectors (4096
+// floats in L1, Zen 3: 300-350 ns, eight a step 180; BENCHMARKS.md, issue 16, forty-eighth
+// session).
 bool AnyNaNImpl(const float* p, int64_t n) {
   const D d;
   const DI32 di;
@@ -81,14 +84,17 @@ bool AnyNaNImpl(const float* p, int64_t n) {
   const auto bits = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     return hn::And(hn::BitCast(di, hn::LoadU(d, p + i)), magnitude);
   };
-  auto m0 = hn::Zero(di), m1 = hn::Zero(di);
+  auto m0 = hn::Zero(di), m1 = hn::Zero(di), m2 = hn::Zero(di), m3 = hn::Zero(di);
   int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    m0 = hn::Max(m0, bits(i));
-    m1 = hn::Max(m1, bits(i + N));
+  for (; i + 8 * N <= n; i += 8 * N) {
+    m0 = hn::Max(m0, hn::Max(bits(i), bits(i + 4 * N)));
+    m1 = hn::Max(m1, hn::Max(bits(i + N), bits(i + 5 * N)));
+    m2 = hn::Max(m2, hn::Max(bits(i + 2 * N), bits(i + 6 * N)));
+    m3 = hn::Max(m3, hn::Max(bits(i + 3 * N), bits(i + 7 * N)));
   }
   for (; i + N <= n; i += N) m0 = hn::Max(m0, bits(i));
-  bool any = !hn::AllFalse(di, hn::Gt(hn::Max(m0, m1), hn::Set(di, 0x7f800000)));
+  const auto m = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+  bool any = !hn::AllFalse(di, hn::Gt(m, hn::Set(di, 0x7f800000)));
   for (; i < n; ++i) any |= std::isnan(p[i]);
   return any;
 }

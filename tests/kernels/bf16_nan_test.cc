@@ -6,6 +6,7 @@
 // them as finite values carries into the sign (0x7fff8000 becomes -0) or into the payload.
 #include "kernels/cpu/bf16_nan.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/row_norm_simd.h"
 #include "normd/kernels/cpu_backend.h"
 #include "tests/kernels/test_util.h"
 
@@ -65,6 +67,27 @@ TEST(BF16SafeNaNTest, KeepsTheBF16BitsAndClearsTheLowHalf) {
   for (float f : {0.0f, -0.0f, 1.5f, -3e38f, INFINITY, -INFINITY, 0x1p-140f}) {
     EXPECT_EQ(std::bit_cast<uint32_t>(cpu::BF16SafeNaN(f)), std::bit_cast<uint32_t>(f));
   }
+}
+
+// The scan that decides whether a parameter needs BF16SafeNaN: a NaN of any pattern at any
+// position of every length up to past a step of eight AVX-512 vectors is found; Inf, the
+// largest finite value and -0 are not NaNs.
+TEST(BF16NaNParamsTest, AnyNaNFindsEveryNaNAndNothingElse) {
+  ForEachTarget([&] {
+    for (int64_t n = 0; n <= 300; ++n) {
+      std::vector<float> p(static_cast<size_t>(n) + 1, NaNOf(0x7fc00000u));  // one past n
+      for (int64_t i = 0; i < n; ++i) {
+        p[i] = std::array{INFINITY, -INFINITY, 3.4028235e38f, -0.0f}[i % 4];
+      }
+      ASSERT_FALSE(cpu::AnyNaN(p.data(), n)) << n;
+      for (int64_t i = 0; i < n; ++i) {
+        const float keep = p[i];
+        p[i] = NaNOf(kNaNs[i % std::size(kNaNs)]);
+        ASSERT_TRUE(cpu::AnyNaN(p.data(), n)) << "n " << n << ", NaN at " << i;
+        p[i] = keep;
+      }
+    }
+  });
 }
 
 // Row ops: parameters with one NaN each, in one vector or another of a pair, or the last
