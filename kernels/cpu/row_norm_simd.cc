@@ -73,9 +73,9 @@ void WidenT(const void* src, int64_t n, float offset, float* dst) {
 // Whether p[0, n) holds a NaN: one runs on every call with fp32 parameters and a bf16
 // output, a 1x4096 one included. Integer operations, two a vector (an and and a max): a
 // NaN's bits with the sign cleared exceed Inf's as integers. Eight vectors a step into four
-// maxima: two a step spent as long on the loop's own instructions as on the vectors (4096
-// floats in L1, Zen 3: 300-350 ns, eight a step 180; BENCHMARKS.md, issue 16, forty-eighth
-// session).
+// maxima: at two a step the loop's own instructions held it (4096 floats in L1, Zen 3, four
+// alternating runs: 180-290 ns a call, eight a step 93-178; BENCHMARKS.md, issue 16,
+// forty-eighth session).
 bool AnyNaNImpl(const float* p, int64_t n) {
   const D d;
   const DI32 di;
