@@ -188,12 +188,23 @@ int Main(int argc, char** argv) {
     PageBytes src = AllocatePageAligned(half), dst = AllocatePageAligned(half);
     std::memset(src.get(), 1, half);
     std::memset(dst.get(), 0, half);
+    struct CopyJob {
+      unsigned char* dst;
+      const unsigned char* src;
+      size_t half;
+      int threads;
+    };
     auto copy = [&](int threads) {
       // The backend's policy: below min_parallel_bytes one thread is faster.
       if (c.bytes < cpu.options().min_parallel_bytes) threads = 1;
-      copy_pool.ParallelFor(threads, threads, [&](int64_t b, int64_t e) {
-        const size_t lo = half * b / threads, hi = half * e / threads;
-        std::memcpy(dst.get() + lo, src.get() + lo, hi - lo);
+      const CopyJob job{dst.get(), src.get(), half, threads};
+      // One pointer captured, as the kernel's own ParallelFor call captures one reference:
+      // a larger closure made std::function allocate and free on every copy, which the
+      // kernel's calls do not (perf); the 1x4096 cases' memcpy medians dropped by 20-180 ns
+      // of 200-430 (BENCHMARKS.md, issue 16, forty-eighth session).
+      copy_pool.ParallelFor(threads, threads, [j = &job](int64_t b, int64_t e) {
+        const size_t lo = j->half * b / j->threads, hi = j->half * e / j->threads;
+        std::memcpy(j->dst + lo, j->src + lo, hi - lo);
       });
     };
     double g[2], m[2], ratio[2];
