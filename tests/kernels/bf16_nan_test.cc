@@ -32,11 +32,17 @@ const uint32_t kNaNs[] = {0x7fffffffu, 0xffff8000u, 0x7fff9abcu, 0xffc18000u, 0x
 
 float NaNOf(uint32_t bits) { return std::bit_cast<float>(bits); }
 
+// The bits of bf16 element i of y.
+uint16_t BitsAt(const Buffer& y, int64_t i) {
+  uint16_t bits;
+  std::memcpy(&bits, y.bytes.data() + 2 * i, 2);
+  return bits;
+}
+
 // The bf16 value at i is a NaN with `want`'s bits, sign aside (which of a NaN's negations
 // reaches the output depends on the operation's form).
 void ExpectNaN(const Buffer& y, int64_t i, uint16_t want, const std::string& what) {
-  uint16_t got;
-  std::memcpy(&got, y.bytes.data() + 2 * i, 2);
+  const uint16_t got = BitsAt(y, i);
   EXPECT_EQ(got & 0x7fff, want & 0x7fff)
       << what << " element " << i << ": 0x" << std::hex << got << ", want 0x" << want;
 }
@@ -44,8 +50,7 @@ void ExpectNaN(const Buffer& y, int64_t i, uint16_t want, const std::string& wha
 // The bf16 value at i is a quiet NaN: y under a NaN alpha, whose statistics may turn the
 // NaN into the default one (an ASan build's code does; a release build's keeps alpha's).
 void ExpectQuietNaN(const Buffer& y, int64_t i, const std::string& what) {
-  uint16_t got;
-  std::memcpy(&got, y.bytes.data() + 2 * i, 2);
+  const uint16_t got = BitsAt(y, i);
   EXPECT_EQ(got & 0x7fc0, 0x7fc0) << what << " element " << i << ": 0x" << std::hex << got;
 }
 
