@@ -3,10 +3,10 @@
 //
 // A call is what the CUDA backend launches for one request once its inputs are on the
 // device (cuda_row_batch.cu, cuda_channel_run.cu), built from the same plans and tables
-// (device_ops.h, launch_args.h): the fp32 widening of the weight and the bias, then the row kernel,
-// or the statistics and apply kernels of a channel op (inference BatchNorm: apply alone, from the
-// running statistics). The host<->device copies of the backend's staging are not part of
-// it: they are the transport's share of a request, not the kernels'.
+// (device_ops.h, launch_args.h): the row kernel, or the statistics (with the apply pass's
+// parameters) and apply kernels of a channel op (inference BatchNorm: the parameters from the
+// running statistics, then the apply). The host<->device copies of the backend's staging are not
+// part of it: they are the transport's share of a request, not the kernels'.
 //
 // Bytes counted and the copy: as normd-kernel-bench's CPU rows (bench_cases.cc), and the
 // copy moves the same traffic (half the bytes, read once and written once). Timing: CUDA
@@ -148,23 +148,17 @@ void AddChannelCall(ChannelArgs ca, const ConstTensor& x, const ConstTensor& wei
   double* var = mean + sets;
   auto* partials = static_cast<double*>(mem.Alloc(sets * std::max(splits, 1) * 3 * 8));
   auto* params = static_cast<float4*>(mem.Alloc(cuda::ChannelParamCount(ca) * sizeof(float4)));
-  for (const ConstTensor* t : {&weight, &bias}) {
-    if (!t->present()) continue;
-    const void* raw = mem.Upload(*t);
-    auto* f = static_cast<float*>(mem.Alloc(ca.c * 4));
-    (t == &weight ? ca.weight : ca.bias) = f;
-    const int32_t code = cuda::Code(t->dtype);
-    const int64_t c = ca.c;
+  ca.weight = mem.Upload(weight);
+  ca.bias = mem.Upload(bias);
+  if (given) {
     dc->launches.push_back(
-        [=](cudaStream_t st) { return cuda::LaunchWiden(code, raw, c, 0.0f, f, st); });
-  }
-  if (!given) {
+        [=](cudaStream_t st) { return cuda::LaunchChannelParams(ca, mean, var, params, st); });
+  } else {
     dc->launches.push_back([=](cudaStream_t st) {
-      return cuda::LaunchChannelStats(ca, splits, partials, mean, var, st);
+      return cuda::LaunchChannelStats(ca, splits, partials, mean, var, params, st);
     });
   }
-  dc->launches.push_back(
-      [=](cudaStream_t st) { return cuda::LaunchChannelApply(ca, mean, var, params, st); });
+  dc->launches.push_back([=](cudaStream_t st) { return cuda::LaunchChannelApply(ca, params, st); });
   dc->outputs.push_back(Expect(ca.y, y));
 }
 

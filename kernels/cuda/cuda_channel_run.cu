@@ -20,12 +20,10 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
   // Inputs first (one transfer), then device-only scratch, then y (copied back).
   Staging st;
   const int64_t x_at = st.Reserve(Bytes(x));
-  const int64_t w_raw = st.Reserve(Bytes(weight));
-  const int64_t b_raw = st.Reserve(Bytes(bias));
+  const int64_t w_at = st.Reserve(Bytes(weight));
+  const int64_t b_at = st.Reserve(Bytes(bias));
   const int64_t stats_at = st.Reserve(sets * 2 * sizeof(double));  // mean[sets], var[sets]
   const int64_t inputs_end = st.size();
-  const int64_t w_at = st.Reserve(weight.present() ? ca.c * 4 : 0);
-  const int64_t b_at = st.Reserve(bias.present() ? ca.c * 4 : 0);
   const int64_t partials = st.Reserve(sets * splits * 3 * sizeof(double));
   const int64_t params_at = st.Reserve(ChannelParamCount(ca) * sizeof(float4));
   const int64_t y_at = st.Reserve(Bytes(y));
@@ -34,36 +32,28 @@ absl::Status CudaBackend::RunChannel(ChannelArgs ca, const ConstTensor& x,
   char* dev = call->dev;
   char* host = call->host;
   if (Bytes(x) > 0) std::memcpy(host + x_at, x.data, Bytes(x));
-  if (weight.present()) std::memcpy(host + w_raw, weight.data, Bytes(weight));
-  if (bias.present()) std::memcpy(host + b_raw, bias.data, Bytes(bias));
+  if (weight.present()) std::memcpy(host + w_at, weight.data, Bytes(weight));
+  if (bias.present()) std::memcpy(host + b_at, bias.data, Bytes(bias));
   if (stats_in) std::memcpy(host + stats_at, stats_in->data(), sets * 2 * sizeof(double));
   ca.x_dtype = Code(x.dtype);
   ca.y_dtype = Code(y.dtype);
   ca.x = dev + x_at;
   ca.y = dev + y_at;
-  ca.weight = weight.present() ? reinterpret_cast<const float*>(dev + w_at) : nullptr;
-  ca.bias = bias.present() ? reinterpret_cast<const float*>(dev + b_at) : nullptr;
+  ca.weight = weight.present() ? dev + w_at : nullptr;
+  ca.bias = bias.present() ? dev + b_at : nullptr;
   double* mean = reinterpret_cast<double*>(dev + stats_at);
   double* var = mean + sets;
   absl::Status status = Check(
       cudaMemcpyAsync(dev, host, inputs_end, cudaMemcpyHostToDevice, call->stream), "copy in");
-  for (auto [t, raw, at] : {std::tuple{&weight, w_raw, w_at}, std::tuple{&bias, b_raw, b_at}}) {
-    if (status.ok() && t->present()) {
-      status = Check(LaunchWiden(Code(t->dtype), dev + raw, ca.c, 0.0f,
-                                 reinterpret_cast<float*>(dev + at), call->stream),
-                     "widen parameter");
-    }
-  }
-  if (status.ok() && !stats_in) {
-    status = Check(LaunchChannelStats(ca, splits, reinterpret_cast<double*>(dev + partials), mean,
-                                      var, call->stream),
-                   "statistics");
-  }
+  auto* params = reinterpret_cast<float4*>(dev + params_at);
   if (status.ok()) {
-    status = Check(
-        LaunchChannelApply(ca, mean, var, reinterpret_cast<float4*>(dev + params_at), call->stream),
-        what);
+    status = stats_in
+                 ? Check(LaunchChannelParams(ca, mean, var, params, call->stream), what)
+                 : Check(LaunchChannelStats(ca, splits, reinterpret_cast<double*>(dev + partials),
+                                            mean, var, params, call->stream),
+                         "statistics");
   }
+  if (status.ok()) status = Check(LaunchChannelApply(ca, params, call->stream), what);
   if (status.ok()) {
     status = Check(
         cudaMemcpyAsync(host + y_at, dev + y_at, Bytes(y), cudaMemcpyDeviceToHost, call->stream),

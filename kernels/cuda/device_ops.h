@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -66,10 +67,23 @@ inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vecto
   }
 }
 
+// Threads of a block row held in registers (row_norm_regs.cu): for f16/bf16 rows, half a
+// block where that many hold the row in four vectors a thread or fewer, else a block. A
+// block row's time is mostly the latency of its loads and of two block-wide sums, so twice
+// the rows an SM, each thread with twice the loads in flight, move more bytes an SM (H200:
+// 4096x4096 f16/bf16 row ops 1.1-1.2x). f32 rows keep a whole block: held in eight vectors
+// a thread by half a block they were 5-10% slower there.
+inline int32_t RegisterBlockThreads(const RowSegment& s) {
+  if (s.x_dtype == kDevF32) return kRowBlockThreads;
+  const int64_t half = kRowBlockThreads / 2;
+  return (s.cols / 8 + half - 1) / half <= 4 ? half : kRowBlockThreads;
+}
+
 // Vectors of x (16 bytes each) a thread holds when the rows of segment `s`, planned as warp
-// rows or block rows, can be kept in registers (row_norm_regs.cu): 1, 2, 4 or 8 (8 for f32
-// rows alone: 32 values a thread), the fewest that hold a row; 0 where they cannot: a row
-// not a whole number of vectors, a tensor not 16-byte aligned, or a row too long.
+// rows or block rows (of RegisterBlockThreads threads), can be kept in registers
+// (row_norm_regs.cu): 1, 2, 4 or 8 (8 for f32 rows alone: 32 values a thread), the fewest
+// that hold a row; 0 where they cannot: a row not a whole number of vectors, a tensor not
+// 16-byte aligned, or a row too long.
 inline int32_t RowRegisters(const RowSegment& s, bool warp_rows) {
   const int64_t vec = s.x_dtype == kDevF32 ? 4 : 8;
   if (s.cols % vec != 0) return 0;
@@ -77,13 +91,19 @@ inline int32_t RowRegisters(const RowSegment& s, bool warp_rows) {
                         static_cast<const void*>(s.h)}) {
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
   }
-  const int64_t width = warp_rows ? 32 : kRowBlockThreads;
+  const int64_t width = warp_rows ? 32 : RegisterBlockThreads(s);
   const int64_t per_thread = (s.cols / vec + width - 1) / width;
   const int32_t most = vec == 4 ? 8 : 4;
   for (int32_t k = 1; k <= most; k *= 2) {
     if (per_thread <= k) return k;
   }
   return 0;
+}
+
+// A launch's threads a block: half a block for block rows in registers where
+// RegisterBlockThreads says so, else kRowBlockThreads (warp rows: eight a block).
+inline int32_t RowLaunchThreads(const RowSegment& s, bool warp_rows) {
+  return !warp_rows && RowRegisters(s, false) > 0 ? RegisterBlockThreads(s) : kRowBlockThreads;
 }
 
 // One launch of the row kernels: items [first, first + count) of the item table, all of
@@ -97,6 +117,7 @@ struct RowLaunch {
   int32_t warp_rows, x_dtype, y_dtype, vectors;
   int32_t first, count;
   int64_t max_cols;
+  int32_t threads;  // a block (RowLaunchThreads)
 };
 
 // Orders `items` (as PlanRowItems appended them for the segments of the host table `table`,
@@ -116,8 +137,10 @@ inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector
       continue;
     }
     const RowSegment& s = table[it.segment];
+    const bool warp = it.warp_rows != 0;
+    const int32_t half = RowLaunchThreads(s, warp) < kRowBlockThreads;
     keys[i] =
-        ((RowRegisters(s, it.warp_rows != 0) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 + s.y_dtype;
+        (((RowRegisters(s, warp) * 2 + half) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 + s.y_dtype;
   }
   if (!std::is_sorted(keys.begin(), keys.end())) {
     std::vector<size_t> order(n);
@@ -139,7 +162,7 @@ inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector
     const RowSegment& s = table[it.segment];
     if (i == 0 || keys[i - 1] != keys[i]) {
       launches.push_back({it.warp_rows, s.x_dtype, s.y_dtype, RowRegisters(s, it.warp_rows != 0),
-                          static_cast<int32_t>(i), 0, 0});
+                          static_cast<int32_t>(i), 0, 0, RowLaunchThreads(s, it.warp_rows != 0)});
     }
     ++launches.back().count;
     launches.back().max_cols = std::max(launches.back().max_cols, s.cols);
@@ -160,35 +183,62 @@ cudaError_t LaunchRegisterRows(const RowSegment* segments, const RowItem* items,
 struct ChannelArgs {
   int64_t n, c, s;
   int64_t groups;         // BatchNorm: 0 (statistics per channel over N x S)
-  int32_t channels_last;  // layout
+  int32_t channels_last;  // layout (S == 1 reads as channels-last: the same memory)
   int32_t x_dtype, y_dtype;
+  int32_t w_dtype, b_dtype;  // of weight and bias, as the caller gave them
   const void* x;
   void* y;
-  const float* weight;  // fp32 or null
-  const float* bias;
+  const void* weight;  // of w_dtype, or null
+  const void* bias;    // of b_dtype, or null
   double eps;
 };
 
-// Partial (count, mean, M2) of `splits` chunks per statistic set, then their Chan merge
-// into mean[k], var[k] (biased), in double.
-cudaError_t LaunchChannelStats(const ChannelArgs& a, int splits, double* partials, double* mean,
-                               double* var, cudaStream_t stream);
-// How many chunks each of `sets` statistic sets of `set_size` elements is split into, so
-// that the statistics launch has about two blocks per SM (`sms`), at least 4096 elements a
-// chunk, at most 1024 chunks.
+// How many chunks each of `sets` statistic sets of `set_size` elements is split into: as
+// many as keep the statistics launch within one wave of three blocks an SM (`sms`; a
+// second, partial wave would double the time of a launch whose blocks all take about as
+// long), at least 4096 elements a chunk, at most 1024 chunks.
 inline int StatsSplits(int64_t sets, int64_t set_size, int sms) {
-  int64_t splits = std::max<int64_t>(1, (2 * sms + sets - 1) / sets);
+  int64_t splits = std::max<int64_t>(1, 3 * static_cast<int64_t>(sms) / sets);
   splits = std::min(splits, std::max<int64_t>(1, set_size / 4096));
   return static_cast<int>(std::min<int64_t>(splits, 1024));
 }
 
-// How many chunks each statistic set of `a` is split into (StatsSplits; for channels-last
-// BatchNorm, whose blocks each read up to 256 channels of a range of rows, the tiles of 256
-// channels count as the sets).
+// The channels-last statistics kernel's plan: each block reads a tile of `width` channels
+// of a range of rows, a thread `vec` neighbouring channels of every few rows (one 16-byte
+// load where vec fills one), so that a warp's loads are contiguous. The width is a
+// multiple of vec and, for GroupNorm, of a group's channels (a block sums whole groups); at
+// most 256 x vec. vec 0: the layout or the shape does not allow it (the generic kernel
+// reads the set's runs instead).
+struct ChannelsLastPlan {
+  int vec = 0;
+  int64_t width = 0;
+};
+inline ChannelsLastPlan PlanChannelsLast(const ChannelArgs& a) {
+  if (!a.channels_last || a.c <= 0) return {};
+  if (a.groups != 0 && a.n > 65535) return {};    // grid dimensions: samples, tiles
+  const int full = a.x_dtype == kDevF32 ? 4 : 8;  // elements in 16 bytes
+  const int64_t cpg = a.groups == 0 ? 1 : a.c / a.groups;
+  for (int vec : {full, 1}) {
+    if (a.c % vec != 0) continue;
+    const int64_t most = int64_t{256} * vec;
+    if (a.c <= most) return {vec, a.c};
+    const int64_t unit = std::lcm<int64_t>(cpg, vec);
+    if (unit <= most && (a.c + most - 1) / (most / unit * unit) <= 65535) {
+      return {vec, most / unit * unit};
+    }
+  }
+  return {};
+}
+
+// How many chunks each statistic set of `a` is split into (StatsSplits; on the
+// channels-last plan the blocks' units are tiles of channels of a row range, per sample
+// for GroupNorm).
 inline int ChannelStatsSplits(const ChannelArgs& a, int sms) {
-  if (a.groups == 0 && a.channels_last) {
-    const int64_t tiles = (a.c + 255) / 256;
-    return StatsSplits(tiles, a.n * a.s * std::min<int64_t>(a.c, 256), sms);
+  if (const ChannelsLastPlan p = PlanChannelsLast(a); p.vec != 0) {
+    const int64_t tiles = (a.c + p.width - 1) / p.width;
+    const int64_t units = tiles * (a.groups == 0 ? 1 : a.n);
+    const int64_t rows = a.groups == 0 ? a.n * a.s : a.s;
+    return StatsSplits(units, rows * std::min(a.c, p.width), sms);
   }
   return a.groups == 0 ? StatsSplits(a.c, a.n * a.s, sms)
                        : StatsSplits(a.n * a.groups, (a.c / a.groups) * a.s, sms);
@@ -197,14 +247,41 @@ inline int ChannelStatsSplits(const ChannelArgs& a, int sms) {
 // The apply pass's per-(sample, channel) parameters: C for BatchNorm, N x C for GroupNorm.
 inline int64_t ChannelParamCount(const ChannelArgs& a) { return a.groups == 0 ? a.c : a.n * a.c; }
 
-// y = (x - mean[k]) / sqrt(var[k] + eps) * w[c] + b[c], through `params` (device scratch of
-// ChannelParamCount(a) entries).
-cudaError_t LaunchChannelApply(const ChannelArgs& a, const double* mean, const double* var,
-                               float4* params, cudaStream_t stream);
+// Division by a fixed divisor d (1 <= d <= 2^31) of a dividend below 2^31 as a multiply
+// and a shift (the round-up method, as PyTorch's IntDivider): the apply pass finds a
+// chunk's channel with it, where a 64-bit division costs dozens of instructions. `wide`
+// (a divisor or a largest dividend beyond those) divides in 64 bits instead.
+struct FastDiv {
+  int64_t d = 1;
+  uint32_t magic = 1, shift = 0;
+  bool wide = false;
+  FastDiv() = default;
+  FastDiv(int64_t divisor, int64_t largest_dividend) : d(divisor) {
+    wide = divisor > (int64_t{1} << 31) || largest_dividend >= (int64_t{1} << 31);
+    if (wide) return;
+    while (shift < 32 && (uint64_t{1} << shift) < static_cast<uint64_t>(divisor)) ++shift;
+    const uint64_t m = ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - divisor)) / divisor + 1;
+    magic = static_cast<uint32_t>(m);
+  }
+  __host__ __device__ int64_t Div(int64_t n) const {
+    if (wide) return n / d;
+    const uint32_t u = static_cast<uint32_t>(n);
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(u) * magic) >> 32);
+    return static_cast<int64_t>((hi + u) >> shift);
+  }
+};
 
-// Widens `n` elements of `dtype` at src to fp32 at dst, adding `offset`.
-cudaError_t LaunchWiden(int32_t dtype, const void* src, int64_t n, float offset, float* dst,
-                        cudaStream_t stream);
+// Partial sums of `splits` chunks per statistic set, merged in a fixed order into mean[k]
+// and var[k] (biased, in double), and from them the apply pass's fp32 parameters
+// (ChannelParamCount(a) float4 entries at `params`): two launches.
+cudaError_t LaunchChannelStats(const ChannelArgs& a, int splits, double* partials, double* mean,
+                               double* var, float4* params, cudaStream_t stream);
+// The apply pass's parameters from given statistics (inference BatchNorm's running ones).
+cudaError_t LaunchChannelParams(const ChannelArgs& a, const double* mean, const double* var,
+                                float4* params, cudaStream_t stream);
+// y = ((x - shift) - dm) * scale + bias with each element's parameters: the normalization
+// (x - mean) / sqrt(var + eps) * w + b.
+cudaError_t LaunchChannelApply(const ChannelArgs& a, const float4* params, cudaStream_t stream);
 
 }  // namespace normd::kernels::cuda
 

@@ -60,9 +60,13 @@ inline ChannelArgs ChannelArgsFor(const Args& a, int64_t groups) {
   ca.c = a.c;
   ca.s = a.s;
   ca.groups = groups;
-  ca.channels_last = a.layout == Layout::kChannelsLast;
+  // With one position a sample, both layouts are [N, C] in memory; channels-last's kernels
+  // read it a row at a time.
+  ca.channels_last = a.layout == Layout::kChannelsLast || a.s == 1;
   ca.x_dtype = Code(a.x.dtype);
   ca.y_dtype = Code(a.y.dtype);
+  ca.w_dtype = a.weight.present() ? Code(a.weight.dtype) : kDevF32;
+  ca.b_dtype = a.bias.present() ? Code(a.bias.dtype) : kDevF32;
   ca.eps = a.eps;
   return ca;
 }

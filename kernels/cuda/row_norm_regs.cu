@@ -136,8 +136,9 @@ __device__ __forceinline__ void RegisterRow(const RowSegment& s, int64_t r, int 
   }
 }
 
-// One item a block: eight rows a warp each, or one row for the whole block. At least three
-// blocks to an SM, as the staging kernel.
+// One item a block: eight rows a warp each, or one row for the whole block (of 128 or 256
+// threads: RegisterBlockThreads). At least three blocks of 256 to an SM, as the staging
+// kernel.
 template <bool kWarpRows, int XT, int YT, int kV>
 __global__ void __launch_bounds__(kRowBlockThreads, 3)
     RegisterRowKernel(const RowSegment* segments, const RowItem* items) {
@@ -188,7 +189,7 @@ cudaError_t LaunchRegisterRows(const RowSegment* segments, const RowItem* items,
                             ? ForX<true>(launch.x_dtype, launch.y_dtype, launch.vectors)
                             : ForX<false>(launch.x_dtype, launch.y_dtype, launch.vectors);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  kernel<<<launch.count, kRowBlockThreads, 0, stream>>>(segments, items + launch.first);
+  kernel<<<launch.count, launch.threads, 0, stream>>>(segments, items + launch.first);
   return cudaGetLastError();
 }
 

@@ -169,64 +169,99 @@ TEST_F(CudaTest, RowOpsOnAdversarialRows) {
   }
 }
 
+// One [n, c, s] input of dtype t in `layout`, parameters of param_t: BatchNorm (training,
+// with every statistic output, and inference) and GroupNorm with each of `groups`, against
+// the reference.
+struct ChannelShape {
+  int64_t n, c, s;
+  std::vector<int64_t> groups;
+};
+void CheckChannelOps(Backend& backend, DType t, DType param_t, Layout layout,
+                     const ChannelShape& shape, float mean, float scale, std::mt19937_64& rng) {
+  const auto [n, c, s, groups] = shape;
+  Buffer x = Buffer::Of(t, RandomValues(rng, n * c * s, mean, scale));
+  Buffer w = Buffer::Of(param_t, RandomValues(rng, c, 1.0f, 0.3f));
+  Buffer b = Buffer::Of(param_t, RandomValues(rng, c));
+  Buffer rm = Buffer::Of(DType::kF32, RandomValues(rng, c));
+  Buffer rv = Buffer::Of(DType::kF32, std::vector<float>(c, 2.0f));
+  const std::string where =
+      absl::StrCat(DTypeName(t), " ", n, "x", c, "x", s, " params ", DTypeName(param_t),
+                   layout == Layout::kChannelsLast ? " CL" : " CF");
+  for (bool training : {true, false}) {
+    Buffer y(t, n * c * s), bm(DType::kF32, c), bv(DType::kF32, c), rmo(DType::kF32, c),
+        rvo(DType::kF32, c);
+    BatchNormArgs a;
+    a.n = n;
+    a.c = c;
+    a.s = s;
+    a.layout = layout;
+    a.x = x.view();
+    a.weight = w.view();
+    a.bias = b.view();
+    a.running_mean = rm.view();
+    a.running_var = rv.view();
+    a.training = training;
+    a.y = y.view_mut();
+    if (training) {
+      a.batch_mean = bm.view_mut();
+      a.batch_var = bv.view_mut();
+      a.running_mean_out = rmo.view_mut();
+      a.running_var_out = rvo.view_mut();
+    }
+    ASSERT_TRUE(backend.BatchNorm(a).ok()) << where;
+    const reference::BatchNormResult ref = reference::BatchNorm(a);
+    ExpectAllMatch(y, ref.y, "batch_norm y " + where, ref.magnitude);
+    if (training) {
+      ExpectAllMatch(bm, ref.mean, "batch mean " + where);
+      ExpectAllMatch(bv, ref.var, "batch var " + where);
+      ExpectAllMatch(rmo, ref.running_mean, "running mean " + where);
+      ExpectAllMatch(rvo, ref.running_var, "running var " + where);
+    }
+  }
+  for (int64_t g_count : groups) {
+    Buffer y(t, n * c * s);
+    GroupNormArgs g;
+    g.n = n;
+    g.c = c;
+    g.s = s;
+    g.groups = g_count;
+    g.layout = layout;
+    g.x = x.view();
+    g.weight = w.view();
+    g.bias = b.view();
+    g.y = y.view_mut();
+    ASSERT_TRUE(backend.GroupNorm(g).ok()) << where;
+    const reference::GroupNormResult ref = reference::GroupNorm(g);
+    ExpectAllMatch(y, ref.y, absl::StrCat("group_norm G=", g_count, " ", where), ref.magnitude);
+  }
+}
+
 TEST_F(CudaTest, ChannelOpsMatchReferenceInBothLayouts) {
   std::mt19937_64 rng(14);
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (Layout layout : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
-      const int64_t n = 4, c = 64, s = 56 * 56;
-      Buffer x = Buffer::Of(t, RandomValues(rng, n * c * s, 1.0f, 3.0f));
-      Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, c, 1.0f, 0.3f));
-      Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, c));
-      Buffer rm = Buffer::Of(DType::kF32, RandomValues(rng, c));
-      Buffer rv = Buffer::Of(DType::kF32, std::vector<float>(c, 2.0f));
-      const std::string where =
-          absl::StrCat(DTypeName(t), layout == Layout::kChannelsLast ? " CL" : " CF");
-      for (bool training : {true, false}) {
-        Buffer y(t, n * c * s), bm(DType::kF32, c), bv(DType::kF32, c), rmo(DType::kF32, c),
-            rvo(DType::kF32, c);
-        BatchNormArgs a;
-        a.n = n;
-        a.c = c;
-        a.s = s;
-        a.layout = layout;
-        a.x = x.view();
-        a.weight = w.view();
-        a.bias = b.view();
-        a.running_mean = rm.view();
-        a.running_var = rv.view();
-        a.training = training;
-        a.y = y.view_mut();
-        if (training) {
-          a.batch_mean = bm.view_mut();
-          a.batch_var = bv.view_mut();
-          a.running_mean_out = rmo.view_mut();
-          a.running_var_out = rvo.view_mut();
-        }
-        ASSERT_TRUE(backend_->BatchNorm(a).ok());
-        const reference::BatchNormResult ref = reference::BatchNorm(a);
-        ExpectAllMatch(y, ref.y, "batch_norm y " + where, ref.magnitude);
-        if (training) {
-          ExpectAllMatch(bm, ref.mean, "batch mean " + where);
-          ExpectAllMatch(bv, ref.var, "batch var " + where);
-          ExpectAllMatch(rmo, ref.running_mean, "running mean " + where);
-          ExpectAllMatch(rvo, ref.running_var, "running var " + where);
-        }
-      }
-      for (int64_t groups : {int64_t{1}, int64_t{32}, c}) {  // c: InstanceNorm
-        Buffer y(t, n * c * s);
-        GroupNormArgs g;
-        g.n = n;
-        g.c = c;
-        g.s = s;
-        g.groups = groups;
-        g.layout = layout;
-        g.x = x.view();
-        g.weight = w.view();
-        g.bias = b.view();
-        g.y = y.view_mut();
-        ASSERT_TRUE(backend_->GroupNorm(g).ok());
-        const reference::GroupNormResult ref = reference::GroupNorm(g);
-        ExpectAllMatch(y, ref.y, absl::StrCat("group_norm G=", groups, " ", where), ref.magnitude);
+      // groups 64: InstanceNorm.
+      CheckChannelOps(*backend_, t, DType::kF32, layout, {4, 64, 56 * 56, {1, 32, 64}}, 1.0f, 3.0f,
+                      rng);
+    }
+  }
+}
+
+// Shapes that take every kernel's other paths: channels not a multiple of a vector (one
+// channel a thread), planes shorter than a chunk and not 16-byte aligned, one position a
+// sample (read as channels-last), more channels than a tile (2056: two tiles of f16
+// channels; 257 channels a group fit no tile, so the set's runs are read instead; 8 a
+// group fit), a single sample; parameters in the input's dtype, data far from 0.
+TEST_F(CudaTest, ChannelOpsMatchReferenceOnOddShapes) {
+  std::mt19937_64 rng(15);
+  const std::vector<ChannelShape> shapes = {
+      {2, 3, 5, {1, 3}},      {3, 12, 7, {3, 4, 12}}, {5, 24, 1, {1, 6, 24}},
+      {2, 16, 4099, {2, 16}}, {2, 2056, 9, {8, 257}}, {1, 8, 3000, {1, 8}},
+  };
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (Layout layout : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
+      for (const ChannelShape& shape : shapes) {
+        CheckChannelOps(*backend_, t, t, layout, shape, 40.0f, 2.0f, rng);
       }
     }
   }

@@ -2,6 +2,8 @@
 // launch_args.h): how a call is cut into launch units and which kernel takes them. Pure
 // host code: these run without a device, in CI. Thread safety: plain tests.
 #include <cstdint>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -59,11 +61,12 @@ TEST(CudaPlanTest, RowsGoToRegistersWhereAlignedAndShortEnough) {
   EXPECT_EQ(regs(cuda::kDevF32, 1028, true), 0);  // 257 vectors: 9 a lane
   EXPECT_EQ(regs(cuda::kDevF32, 8192, false), 8);
   EXPECT_EQ(regs(cuda::kDevF32, 4096, false), 4);
-  EXPECT_EQ(regs(cuda::kDevBF16, 128, true), 1);  // 16 vectors: half the lanes idle
+  EXPECT_EQ(regs(cuda::kDevF32, 3000, false), 4);  // 750 vectors: 3 a thread, held in 4
+  EXPECT_EQ(regs(cuda::kDevBF16, 128, true), 1);   // 16 vectors: half the lanes idle
   EXPECT_EQ(regs(cuda::kDevBF16, 1024, true), 4);
-  EXPECT_EQ(regs(cuda::kDevF16, 2048, true), 0);  // 8 a lane: more than 32 values
-  EXPECT_EQ(regs(cuda::kDevF16, 4096, false), 2);
-  EXPECT_EQ(regs(cuda::kDevF16, 8192, false), 4);
+  EXPECT_EQ(regs(cuda::kDevF16, 2048, true), 0);   // 8 a lane: more than 32 values
+  EXPECT_EQ(regs(cuda::kDevF16, 4096, false), 4);  // half a block: 128 threads of 4
+  EXPECT_EQ(regs(cuda::kDevF16, 8192, false), 4);  // a whole block
   EXPECT_EQ(regs(cuda::kDevF16, 8200, false), 0);
   EXPECT_EQ(regs(cuda::kDevF16, 4100, false), 0);  // not a whole number of vectors
   EXPECT_EQ(regs(cuda::kDevF32, 4098, false), 0);
@@ -72,6 +75,23 @@ TEST(CudaPlanTest, RowsGoToRegistersWhereAlignedAndShortEnough) {
   s.cols = 4096;
   s.h = reinterpret_cast<char*>(storage) + 4;  // any tensor off 16 bytes
   EXPECT_EQ(cuda::RowRegisters(s, false), 0);
+}
+
+// f16/bf16 block rows held in registers take half a block where 128 threads hold the row
+// (twice the rows an SM), a whole block where they do not; f32 rows, staged rows and warp
+// rows a whole block.
+TEST(CudaPlanTest, ShortBlockRowsTakeHalfABlock) {
+  cuda::RowSegment s{};
+  auto threads = [&](int32_t dtype, int64_t cols, bool warp) {
+    s.x_dtype = dtype;
+    s.cols = cols;
+    return cuda::RowLaunchThreads(s, warp);
+  };
+  EXPECT_EQ(threads(cuda::kDevBF16, 4096, false), 128);  // 512 vectors: 4 a thread
+  EXPECT_EQ(threads(cuda::kDevBF16, 4104, false), 256);  // 513: 5 would be too many
+  EXPECT_EQ(threads(cuda::kDevF32, 4096, false), 256);   // f32: slower in half a block
+  EXPECT_EQ(threads(cuda::kDevF16, 4100, false), 256);   // staged (not whole vectors)
+  EXPECT_EQ(threads(cuda::kDevF16, 1024, true), 256);    // warp rows: eight warps
 }
 
 // A ragged batch of mixed kinds, dtype pairs and register use: one launch per (vectors,
@@ -114,6 +134,9 @@ TEST(CudaPlanTest, LaunchesGroupItemsByKindDtypePairAndRegisters) {
     EXPECT_EQ(launches[i].y_dtype, want_y[i]) << i;
     EXPECT_EQ(launches[i].count, want_count[i]) << i;
     EXPECT_EQ(launches[i].max_cols, want_cols[i]) << i;
+    // 8192 bf16 columns need a whole block of four vectors a thread; warp rows and staged
+    // rows are launched eight warps a block.
+    EXPECT_EQ(launches[i].threads, 256) << i;
   }
   int32_t next = 0;
   std::vector<int> seen(planned.size(), 0);
@@ -154,15 +177,17 @@ TEST(CudaPlanTest, OneSegmentIsOneLaunch) {
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].first, 0);
   EXPECT_EQ(launches[0].count, 4096);
-  EXPECT_EQ(launches[0].vectors, 2);
+  EXPECT_EQ(launches[0].vectors, 4);
+  EXPECT_EQ(launches[0].threads, 128);
   EXPECT_EQ(launches[0].warp_rows, 0);
   EXPECT_EQ(launches[0].max_cols, 4096);
   for (int64_t r = 0; r < 4096; ++r) ASSERT_EQ(items[r].first_row, r);
 }
 
-TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {
-  // BatchNorm on [32, 64, 56, 56], 132 SMs: 64 channels of 100352 elements, 5 chunks each.
-  EXPECT_EQ(cuda::StatsSplits(64, 32 * 56 * 56, 132), 5);
+TEST(CudaPlanTest, StatisticsSplitsFillOneWaveOfThreeBlocksPerSm) {
+  // BatchNorm on [32, 64, 56, 56], 132 SMs: 64 channels of 100352 elements, 6 chunks each
+  // (384 blocks; 7 would make 448, more than the 396 of one wave).
+  EXPECT_EQ(cuda::StatsSplits(64, 32 * 56 * 56, 132), 6);
   // Sets smaller than two chunks of 4096 stay whole; enough sets need no split.
   EXPECT_EQ(cuda::StatsSplits(1, 8191, 132), 1);
   EXPECT_EQ(cuda::StatsSplits(2048, 1 << 20, 132), 1);
@@ -170,22 +195,88 @@ TEST(CudaPlanTest, StatisticsSplitsAimAtTwoBlocksPerSm) {
   EXPECT_EQ(cuda::StatsSplits(1, int64_t{1} << 40, 600), 1024);
 }
 
-TEST(CudaPlanTest, ChannelsLastBatchNormSplitsCountTilesOfChannels) {
+TEST(CudaPlanTest, ChannelStatisticsSplitsCountTheBlocksOfTheirKernel) {
   cuda::ChannelArgs a{};
-  a.n = 32, a.c = 64, a.s = 56 * 56;
+  a.n = 32, a.c = 64, a.s = 56 * 56;  // f32
   // Channels-first: 64 sets (channels) of 100352 elements, as StatsSplits.
-  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 5);
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 6);
   // Channels-last: one block reads every channel of a range of rows, so the one tile of
-  // 64 channels is the set, and 264 splits give two blocks an SM.
+  // 64 channels is the unit, and 396 splits make one wave.
   a.channels_last = 1;
-  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 264);
-  a.c = 600;  // three tiles of up to 256 channels
-  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 88);
-  // GroupNorm: (sample, group) sets whatever the layout; 1024 sets need no split.
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 396);
+  a.c = 3000;  // three tiles of up to 1024 f32 channels (256 threads of four)
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 132);
+  // GroupNorm channels-last: a tile of the sample's 64 channels a block, 32 samples, 12
+  // splits of their 3136 rows.
   a.c = 64, a.groups = 32;
-  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 1);
+  EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 12);
+  // Channels-first: 1024 (sample, group) sets need no split.
   a.channels_last = 0;
   EXPECT_EQ(cuda::ChannelStatsSplits(a, 132), 1);
+}
+
+TEST(CudaPlanTest, ChannelsLastStatisticsTakeVectorsAndWholeGroups) {
+  cuda::ChannelArgs a{};
+  a.n = 4, a.s = 49, a.channels_last = 1;
+  auto plan = [&](int32_t dtype, int64_t c, int64_t groups) {
+    a.x_dtype = dtype, a.c = c, a.groups = groups;
+    const cuda::ChannelsLastPlan p = cuda::PlanChannelsLast(a);
+    return std::pair<int, int64_t>(p.vec, p.width);
+  };
+  using P = std::pair<int, int64_t>;
+  EXPECT_EQ(plan(cuda::kDevF16, 64, 0), P(8, 64));  // a 16-byte vector a thread
+  EXPECT_EQ(plan(cuda::kDevF32, 64, 0), P(4, 64));
+  EXPECT_EQ(plan(cuda::kDevF16, 12, 0), P(1, 12));      // 12 is no multiple of 8: one a thread
+  EXPECT_EQ(plan(cuda::kDevF32, 4096, 0), P(4, 1024));  // tiles of 256 threads x 4
+  // GroupNorm: tiles of whole groups. 128 channels a group: 16 groups in 2048.
+  EXPECT_EQ(plan(cuda::kDevBF16, 4096, 32), P(8, 2048));
+  // 375 channels a group, eight to a vector: no tile of whole groups and whole vectors
+  // fits (3000 > 2048), nor of whole groups alone (375 > 256).
+  EXPECT_EQ(plan(cuda::kDevF16, 3000, 8), P(0, 0));
+  EXPECT_EQ(plan(cuda::kDevF16, 64, 64), P(8, 64));  // InstanceNorm: a channel a group
+  a.n = 70000;                                       // more samples than a grid dimension
+  EXPECT_EQ(plan(cuda::kDevF16, 64, 64), P(0, 0));
+  a.n = 4, a.channels_last = 0;
+  EXPECT_EQ(plan(cuda::kDevF16, 64, 0), P(0, 0));
+}
+
+TEST(CudaPlanTest, OnePositionASampleReadsAsChannelsLast) {
+  Buffer x = Buffer::Of(DType::kF32, std::vector<float>(8 * 16, 1.0f));
+  BatchNormArgs a;
+  a.n = 8, a.c = 16, a.s = 1;
+  a.layout = Layout::kChannelsFirst;
+  a.x = x.view();
+  EXPECT_EQ(cuda::ChannelArgsOf(a).channels_last, 1);
+  a.s = 2;
+  EXPECT_EQ(cuda::ChannelArgsOf(a).channels_last, 0);
+}
+
+TEST(CudaPlanTest, FastDivMatchesDivision) {
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> divisors = {
+      1, 2, 3, 7, 49, 64, 3136, 65535, 65536, 1000003, (int64_t{1} << 31) - 1, int64_t{1} << 31};
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int64_t>(rng() % 100000));
+  for (int i = 0; i < 50; ++i) divisors.push_back(1 + static_cast<int64_t>(rng() % (1u << 31)));
+  const int64_t largest = (int64_t{1} << 31) - 1;
+  for (int64_t d : divisors) {
+    const cuda::FastDiv f(d, largest);
+    ASSERT_FALSE(f.wide) << d;
+    std::vector<int64_t> ns = {
+        0, 1, d - 1, d, d + 1, largest, largest - 1, largest / d * d, largest / d * d - 1};
+    for (int i = 0; i < 2000; ++i) ns.push_back(static_cast<int64_t>(rng() % (largest + 1)));
+    for (int64_t k = 1; k < 64; ++k) {
+      if (k * d <= largest) ns.push_back(k * d - 1);
+      if (k * d <= largest) ns.push_back(k * d);
+    }
+    for (int64_t n : ns) {
+      if (n < 0 || n > largest) continue;
+      ASSERT_EQ(f.Div(n), n / d) << n << " / " << d;
+    }
+  }
+  // Beyond 32 bits it divides in 64.
+  const cuda::FastDiv wide(3, int64_t{1} << 31);
+  EXPECT_TRUE(wide.wide);
+  EXPECT_EQ(wide.Div((int64_t{1} << 40) + 2), ((int64_t{1} << 40) + 2) / 3);
 }
 
 TEST(CudaPlanTest, ApplyParametersArePerChannelOrPerSampleAndChannel) {

@@ -10,11 +10,12 @@ shift || true
 ncu=$(command -v ncu || find /opt/nvidia/nsight-compute -maxdepth 2 -name ncu -type f 2>/dev/null | sort | tail -n 1)
 [ -n "$ncu" ] || { echo "profile.sh: no ncu on this machine" >&2; exit 2; }
 cases=("$@")
-# Block rows, warp rows, short rows (QK-norm's 128), rows longer than shared memory, and
-# channels-last BatchNorm's
-# statistics and apply passes (its third launch: the merge between them).
+# Block rows and warp rows held in registers, short rows (QK-norm's 128), rows longer than
+# shared memory, and the channel ops' three launches (statistics, their merge with the
+# parameters, apply) in both layouts.
 [ ${#cases[@]} -gt 0 ] || cases=('^layer_norm/f16/4096x4096$' 1 '^rms_norm/bf16/16384x1024$' 1
-  '^qk_norm/bf16/' 1 '^layer_norm/f32/1024x65536$' 1 '^batch_norm_train/f32/32x56x56x64$' 3)
+  '^qk_norm/bf16/' 1 '^layer_norm/f32/1024x65536$' 1 '^batch_norm_train/f32/32x56x56x64$' 3
+  '^batch_norm_train/f16/32x64x56x56$' 3 '^instance_norm/f16/32x56x56x64$' 3)
 rc=0
 for ((i = 0; i + 1 < ${#cases[@]}; i += 2)); do
   echo "== ${cases[i]}"
