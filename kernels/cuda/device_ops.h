@@ -67,14 +67,17 @@ inline void PlanRowItems(int32_t segment, int64_t rows, int64_t cols, std::vecto
   }
 }
 
-// Threads of a block row held in registers (row_norm_regs.cu): for f16/bf16 rows, half a
-// block where that many hold the row in four vectors a thread or fewer, else a block. A
-// block row's time is mostly the latency of its loads and of two block-wide sums, so twice
-// the rows an SM, each thread with twice the loads in flight, move more bytes an SM (H200:
-// 4096x4096 f16/bf16 row ops 1.1-1.2x). f32 rows keep a whole block: held in eight vectors
-// a thread by half a block they were 5-10% slower there.
+// Threads of a block row held in registers (row_norm_regs.cu): for f16/bf16 segments of
+// at least kHalfBlockRows rows, half a block where that many hold the row in four vectors
+// a thread or fewer, else a block. A block row's time is mostly the latency of its loads
+// and of two block-wide sums, so with rows enough for several waves, twice the rows an SM,
+// each thread with twice the loads in flight, move more bytes an SM (H200: 4096x4096
+// f16/bf16 row ops 1.1-1.2x). Calls of few rows are bound by the launch, and ran no faster
+// (8 and 64 rows of 4096 on an H200: mixed, some slower); f32 rows held in eight vectors a
+// thread by half a block were 5-10% slower at 4096x4096.
+inline constexpr int64_t kHalfBlockRows = 1024;
 inline int32_t RegisterBlockThreads(const RowSegment& s) {
-  if (s.x_dtype == kDevF32) return kRowBlockThreads;
+  if (s.x_dtype == kDevF32 || s.rows < kHalfBlockRows) return kRowBlockThreads;
   const int64_t half = kRowBlockThreads / 2;
   return (s.cols / 8 + half - 1) / half <= 4 ? half : kRowBlockThreads;
 }

@@ -65,7 +65,7 @@ TEST(CudaPlanTest, RowsGoToRegistersWhereAlignedAndShortEnough) {
   EXPECT_EQ(regs(cuda::kDevBF16, 128, true), 1);   // 16 vectors: half the lanes idle
   EXPECT_EQ(regs(cuda::kDevBF16, 1024, true), 4);
   EXPECT_EQ(regs(cuda::kDevF16, 2048, true), 0);   // 8 a lane: more than 32 values
-  EXPECT_EQ(regs(cuda::kDevF16, 4096, false), 4);  // half a block: 128 threads of 4
+  EXPECT_EQ(regs(cuda::kDevF16, 4096, false), 2);  // a few rows: a whole block
   EXPECT_EQ(regs(cuda::kDevF16, 8192, false), 4);  // a whole block
   EXPECT_EQ(regs(cuda::kDevF16, 8200, false), 0);
   EXPECT_EQ(regs(cuda::kDevF16, 4100, false), 0);  // not a whole number of vectors
@@ -78,10 +78,11 @@ TEST(CudaPlanTest, RowsGoToRegistersWhereAlignedAndShortEnough) {
 }
 
 // f16/bf16 block rows held in registers take half a block where 128 threads hold the row
-// (twice the rows an SM), a whole block where they do not; f32 rows, staged rows and warp
-// rows a whole block.
-TEST(CudaPlanTest, ShortBlockRowsTakeHalfABlock) {
+// (twice the rows an SM) and the segment has rows for it, a whole block where not; f32
+// rows, staged rows and warp rows a whole block.
+TEST(CudaPlanTest, ManyShortBlockRowsTakeHalfABlock) {
   cuda::RowSegment s{};
+  s.rows = 4096;
   auto threads = [&](int32_t dtype, int64_t cols, bool warp) {
     s.x_dtype = dtype;
     s.cols = cols;
@@ -92,6 +93,9 @@ TEST(CudaPlanTest, ShortBlockRowsTakeHalfABlock) {
   EXPECT_EQ(threads(cuda::kDevF32, 4096, false), 256);   // f32: slower in half a block
   EXPECT_EQ(threads(cuda::kDevF16, 4100, false), 256);   // staged (not whole vectors)
   EXPECT_EQ(threads(cuda::kDevF16, 1024, true), 256);    // warp rows: eight warps
+  s.rows = cuda::kHalfBlockRows - 1;                     // a call of few rows
+  EXPECT_EQ(threads(cuda::kDevBF16, 4096, false), 256);
+  EXPECT_EQ(cuda::RowRegisters(s, false), 2);
 }
 
 // A ragged batch of mixed kinds, dtype pairs and register use: one launch per (vectors,
