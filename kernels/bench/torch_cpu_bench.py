@@ -100,7 +100,11 @@ def torch_case(op, dtype, shape, device="cpu"):
     if op == "batch_norm_eval":
         return lambda: F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)
     if op == "group_norm":
-        return lambda: F.group_norm(x, 32, w, b, 1e-5)
+        # F.group_norm wants its weight and bias in the input's dtype (on the CPU and on CUDA
+        # alike, fp32 ones with an f16/bf16 input are refused), where batch and instance norm
+        # take fp32 ones; 64 parameters do not move a large tensor's time.
+        gw, gb = w.to(t), b.to(t)
+        return lambda: F.group_norm(x, 32, gw, gb, 1e-5)
     if op == "instance_norm":
         return lambda: F.instance_norm(x, None, None, w, b, True, 0.1, 1e-5)
     return None
