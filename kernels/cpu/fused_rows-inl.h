@@ -28,6 +28,17 @@ struct FusedSpan {
   int64_t begin = -1, end = -1;
 };
 
+// The weight and bias (either null where absent) in paired lanes' order: in each block of
+// 2 * Lanes(D) elements, the even elements first, then the odd ones. On AVX2 a bf16 row's
+// epilogue widens sixteen elements into two fp32 vectors with a shift and an and, the even
+// and the odd ones, and packs its two results back with a shift and a blend, where in order it
+// took two widenings of two instructions each and a pack and a lane permute; each lane's
+// arithmetic is the same, so are the bits. The parameters' lanes must be in that order too.
+struct PairedParams {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+};
+
 // Streams row x's epilogue `e` (x the input row read in place, f32 or f16/bf16, no
 // residual add before the statistics, y in x's dtype) into y[begin, end), and returns in
 // *next_sums the sums of row `next` over all n columns as LoadRow<kT, kStat, false, false,
@@ -37,8 +48,18 @@ struct FusedSpan {
 // vectors for f16/bf16 moments, else eight), where y is not element-aligned, or where
 // EpilogueStore would take the other of its forms for a row with and without a mean
 // (NoMean).
+// `paired`: e's weight and bias in paired lanes' order (PairLanes), for the targets that read
+// bf16 rows so (PairsLanes); null elsewhere, or to read them in order.
 using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, const Epilogue& e,
-                                     void* y, RowSums* next_sums);
+                                     const PairedParams* paired, void* y, RowSums* next_sums);
+
+// Whether this target's one-loop pass reads rows of dtype t in paired lanes where it is given
+// PairedParams (AVX2, bf16).
+bool PairsLanes(DType t);
+
+// src[0, n) in paired lanes' order into dst[0, n); a last block of fewer than 2 * Lanes(D)
+// elements as it is.
+void PairLanes(const float* src, int64_t n, float* dst);
 
 // The instantiation for the statistic (kMoments or kSumOfSquares), the input dtype, the
 // parameters present, a skip added last (`skip`: e.skip, in x's dtype, whose rows follow

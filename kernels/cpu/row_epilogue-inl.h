@@ -45,15 +45,13 @@ struct Epilogue {
   const char* prefetch_skip = nullptr;
 };
 
-// One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
-// given (ignored when absent), the skip read as kIn at `sk`: added last (kS) or, kR, to x
-// first, forming h = alpha * skip + x again as LoadRow does (ResidualAdd: the same bits).
-template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false,
-          bool kM = true>
-HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V valpha,
-                           const void* sk) {
-  V v = LoadAs<kSrc>(d, x);
-  if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kIn>(d, sk), v);
+// One vector of the epilogue below from x widened to fp32 (`v`, h where a residual was added
+// first): the weight and bias vectors given (ignored when absent), the skip (widened from
+// kIn: `skip()`, called where it is added) added last where kS. Each lane by itself, so a
+// caller may hand it lanes in any order, the weight's, bias's and skip's in the same one (the
+// one-loop pass's paired lanes, fused_rows.cc).
+template <DType kIn, bool kCast, bool kW, bool kB, bool kS, bool kM, typename Skip>
+HWY_INLINE V EpilogueOn(D d, V v, V vhi, V vs, V vlos, V w, V b, V valpha, const Skip& skip) {
   if constexpr (kM) {
     v = hn::MulAdd(hn::Sub(v, vhi), vs, vlos);
   } else {  // no mean (NoMean): the same bits, (v - +0) * s + -0 being v * s
@@ -67,12 +65,27 @@ HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V 
   } else if constexpr (kB) {
     v = hn::Add(v, b);
   }
-  if constexpr (kS) v = hn::MulAdd(valpha, LoadAs<kIn>(d, sk), v);
+  if constexpr (kS) v = hn::MulAdd(valpha, skip(), v);
+  (void)d;
   (void)w;
   (void)b;
   (void)valpha;
-  (void)sk;
+  (void)skip;
   return v;
+}
+
+// One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
+// given (ignored when absent), the skip read as kIn at `sk`: added last (kS) or, kR, to x
+// first, forming h = alpha * skip + x again as LoadRow does (ResidualAdd: the same bits).
+template <DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false,
+          bool kM = true>
+HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V valpha,
+                           const void* sk) {
+  V v = LoadAs<kSrc>(d, x);
+  if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kIn>(d, sk), v);
+  return EpilogueOn<kIn, kCast, kW, kB, kS, kM>(
+      d, v, vhi, vs, vlos, w, b, valpha,
+      [ d, sk ]() HWY_ATTR __attribute__((always_inline)) { return LoadAs<kIn>(d, sk); });
 }
 
 // The epilogue in fp32, each term present known at compile time:

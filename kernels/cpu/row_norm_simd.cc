@@ -305,6 +305,17 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   const FusedRowPairFn fused = one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr,
                                                            p.bias != nullptr, norm_then_add, cast)
                                         : nullptr;
+  // The weight and bias in paired lanes' order where the pass reads rows so, once a call.
+  PairedParams paired_params;
+  const PairedParams* paired = nullptr;
+  if (fused != nullptr && PairsLanes(t)) {
+    thread_local AlignedScratch paired_scratch;
+    float* const at = paired_scratch.Reserve(static_cast<size_t>(2 * cols));
+    if (p.weight != nullptr) PairLanes(p.weight, cols, at);
+    if (p.bias != nullptr) PairLanes(p.bias, cols, at + cols);
+    paired_params = {p.weight != nullptr ? at : nullptr, p.bias != nullptr ? at + cols : nullptr};
+    paired = &paired_params;
+  }
   if (fused != nullptr) {
     // Elements [begin, end) of row `src`'s epilogue `er` into row y, from EpilogueStore.
     const auto part = [&](const void* src, const Epilogue& er, int64_t begin, int64_t end,
@@ -324,7 +335,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       const void* next = Offset(a.x.data, t, (r + 1) * cols);
       void* y = Offset(a.y.data, t, r * cols);
       RowSums sums;
-      const FusedSpan span = fused(src, next, cols, cur, y, &sums);
+      const FusedSpan span = fused(src, next, cols, cur, paired, y, &sums);
       if (span.begin >= 0) {
         part(src, cur, 0, span.begin, y);
         part(src, cur, span.end, cols, y);
