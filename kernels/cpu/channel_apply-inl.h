@@ -13,6 +13,7 @@
 #define NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -65,7 +66,35 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
     if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, j));
     return f(LoadAs<kT>(d, Offset(x, kT, j)));
   };
-  if (head >= 0) {
+  // bf16 to bf16 on AVX2 and narrower (but the scalar target): 2N elements a step in pairs
+  // (LoadBF16Pairs, BF16PairBits), from where y starts a whole vector of them; the rest below.
+  bool pairs = false;
+#if HWY_TARGET >= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+  if constexpr (kT == DType::kBF16 && kOut == DType::kBF16) {
+    const DU16Pairs du16;
+    const int64_t head2 = StreamHead(y, sizeof(uint16_t), 2 * N, n);
+    const auto pair = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+      if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, j));
+      V a, b;
+      LoadBF16Pairs(d, Offset(x, kT, j), &a, &b);
+      return BF16PairBits(d, f(a), f(b));
+    };
+    if (stream && head2 >= 0) {
+      for (; i + N <= head2; i += N) StoreAs<kOut>(d, value(i), Offset(y, kOut, i));
+      if (i < head2) part(i, head2 - i);
+      i = head2;
+      for (; i + 2 * N <= n; i += 2 * N) {
+        hn::Stream(pair(i), du16, static_cast<uint16_t*>(Offset(y, kOut, i)));
+      }
+    } else {
+      for (; i + 2 * N <= n; i += 2 * N) {
+        hn::StoreU(pair(i), du16, static_cast<uint16_t*>(Offset(y, kOut, i)));
+      }
+    }
+    pairs = true;
+  }
+#endif
+  if (!pairs && head >= 0) {
     // Non-temporal: the output skips the cache (no read for ownership) and leaves x's
     // channel there for the next pass.
     if (head > 0) part(0, head);

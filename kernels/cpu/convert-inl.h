@@ -269,6 +269,32 @@ HWY_INLINE V RoundTo(D d, DType t, V v) {
   return v;
 }
 
+// ---- bf16 in pairs: 2N elements as N 32-bit lanes of two ------------------------------
+
+// The even elements (each lane's low half shifted up) and the odd ones (its high half masked)
+// of the 2N bf16 at p, widened to fp32: two simple ops for 2N elements, where LoadAs takes a
+// shuffle and a shift for N. Elementwise work is the same in any lane order; BF16PairBits
+// puts its results back in order.
+HWY_INLINE void LoadBF16Pairs(D d, const void* p, V* even, V* odd) {
+  const DU32 du;
+  const auto u = hn::LoadU(du, static_cast<const uint32_t*>(p));
+  *even = hn::BitCast(d, hn::ShiftLeft<16>(u));
+  *odd = hn::BitCast(d, hn::And(u, hn::Set(du, 0xFFFF0000u)));
+}
+
+// The 2N bf16 (round to nearest even, RoundBF16Bits) of LoadBF16Pairs' even and odd lanes,
+// in memory order: a shift and a blend, where two vectors stored in order take two
+// narrowing shuffles (AVX2: a pack and a lane permute for two).
+// Not on the scalar target, whose one lane holds no pair of u16 lanes.
+#if HWY_TARGET != HWY_SCALAR
+using DU16Pairs = hn::Repartition<uint16_t, D>;
+HWY_INLINE hn::Vec<DU16Pairs> BF16PairBits(D d, V even, V odd) {
+  const DU16Pairs du16;
+  return hn::OddEven(hn::BitCast(du16, RoundBF16Bits(d, odd)),
+                     hn::BitCast(du16, hn::ShiftRight<16>(RoundBF16Bits(d, even))));
+}
+#endif
+
 // v, loaded once, kept in a register for every use. GCC 12 otherwise folds the load into
 // each instruction that reads v: the two-row epilogue's weight and bias, shared by two rows,
 // were read from L1 once a row (six loads for two vectors of f32 output where four do, twelve

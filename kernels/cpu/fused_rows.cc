@@ -138,21 +138,14 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
     if constexpr (kS) lines(next_skip, i);
   };
 #if HWY_TARGET == HWY_AVX2
-  // bf16 in paired lanes (PairedParams): from y's first element, on a pair of vectors. One
-  // thread, five alternating rounds on a Zen 3 VM (BENCHMARKS.md, issue 16, fiftieth session),
-  // median GB/s: LayerNorm bf16 4096x4096 8.1 -> 9.8, RMSNorm 10.4 -> 11.8.
+  // bf16 in paired lanes (PairedParams, LoadBF16Pairs and BF16PairBits): from y's first
+  // element, on a pair of vectors. One thread, five alternating rounds on a Zen 3 VM
+  // (BENCHMARKS.md, issue 16, fiftieth session), median ratio to memcpy: LayerNorm bf16
+  // 4096x4096 0.51 -> 0.58, 16384x1024 0.54 -> 0.56; RMSNorm 0.62 -> 0.67, 0.64 -> 0.68.
   if constexpr (kT == DType::kBF16) {
     if (paired != nullptr && head == 0 && reinterpret_cast<uintptr_t>(y) % (4 * N) == 0) {
       const __m256i zero = _mm256_setzero_si256();
-      const __m256i odd = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
       const float *pw = paired->weight, *pb = paired->bias;
-      // Sixteen bf16 at p as fp32: the even elements and the odd ones.
-      const auto even = [](__m256i v) HWY_ATTR __attribute__((always_inline)) {
-        return V{_mm256_castsi256_ps(_mm256_slli_epi32(v, 16))};
-      };
-      const auto load = [](const void* p) HWY_ATTR __attribute__((always_inline)) {
-        return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-      };
       for (int64_t i = 0; i < blocks * block; i += block) {
         fetch(i);
         V c[kVectors];
@@ -160,26 +153,22 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
         for (int j = 0; j < kVectors; j += 2) {
           // The sums' terms in order (LoadRow's bits): one lane permute and two unpacks
           // widen sixteen, where PromoteTo took two instructions a vector.
-          const __m256i in = _mm256_permute4x64_epi64(load(Offset(next, kT, i + j * N)), 0xd8);
+          const __m256i in = _mm256_permute4x64_epi64(
+              _mm256_loadu_si256(static_cast<const __m256i*>(Offset(next, kT, i + j * N))), 0xd8);
           c[j] = term(V{_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, in))});
           c[j + 1] = term(V{_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, in))});
           const int64_t at = i + j * N;
-          const __m256i xv = load(Offset(x, kT, at));
-          __m256i sv = zero;
-          if constexpr (kS) sv = load(Offset(skip, kT, at));
+          V xe, xo, se = hn::Zero(d), so = hn::Zero(d);
+          LoadBF16Pairs(d, Offset(x, kT, at), &xe, &xo);
+          if constexpr (kS) LoadBF16Pairs(d, Offset(skip, kT, at), &se, &so);
           const auto value2 = [&](V v, V s, int64_t k) HWY_ATTR __attribute__((always_inline)) {
             return EpilogueOn<kT, kC, kW, kB, kS, kM>(
                 d, v, vhi, vs, vlos, kW ? hn::LoadU(d, pw + k) : hn::Zero(d),
                 kB ? hn::LoadU(d, pb + k) : hn::Zero(d),
                 valpha, [s]() HWY_ATTR __attribute__((always_inline)) { return s; });
           };
-          const V ye = value2(even(xv), even(sv), at);
-          const V yo = value2(V{_mm256_castsi256_ps(_mm256_and_si256(xv, odd))},
-                              V{_mm256_castsi256_ps(_mm256_and_si256(sv, odd))}, at + N);
-          // The even results' bf16 into the low halves, the odd ones' kept in the high.
-          _mm256_stream_si256(static_cast<__m256i*>(Offset(y, kT, at)),
-                              _mm256_blend_epi16(_mm256_srli_epi32(RoundBF16Bits(d, ye).raw, 16),
-                                                 RoundBF16Bits(d, yo).raw, 0xaa));
+          hn::Stream(BF16PairBits(d, value2(xe, se, at), value2(xo, so, at + N)), DU16Pairs(),
+                     static_cast<uint16_t*>(Offset(y, kT, at)));
         }
         flush(c);
       }

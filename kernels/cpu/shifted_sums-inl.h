@@ -202,10 +202,7 @@ template <DType kT>
 HWY_INLINE void LoadPairUnordered(const void* p, V* a, V* b) {
   const D d;
   if constexpr (kT == DType::kBF16) {
-    const DU32 du;
-    const auto u = hn::LoadU(du, static_cast<const uint32_t*>(p));
-    *a = hn::BitCast(d, hn::ShiftLeft<16>(u));
-    *b = hn::BitCast(d, hn::And(u, hn::Set(du, 0xFFFF0000u)));
+    LoadBF16Pairs(d, p, a, b);
   } else {
     *a = LoadAs<kT>(d, p);
     *b = LoadAs<kT>(d, Offset(p, kT, static_cast<int64_t>(hn::Lanes(d))));
