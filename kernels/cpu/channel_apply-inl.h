@@ -172,33 +172,68 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vec_cols = cols / N * N;
+  // bf16 to bf16 on AVX2 and narrower (but the scalar target): columns [0, pair_cols) 2N a
+  // step in pairs (LoadBF16Pairs, BF16PairBits), their coefficients stored in the pairs'
+  // lane order (in each 2N, the even columns' then the odd ones'); the rest one vector a step.
+#if HWY_TARGET >= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+  constexpr bool kPairs = kT == DType::kBF16 && kOut == DType::kBF16;
+#else
+  constexpr bool kPairs = false;
+#endif
+  const int64_t pair_cols = kPairs ? cols / (2 * N) * (2 * N) : 0;
   thread_local std::vector<float> coef;
   coef.resize(static_cast<size_t>(3 * vec_cols));
   float *fhi = coef.data(), *fs = fhi + vec_cols, *fb = fs + vec_cols;
   for (int64_t c = 0; c < vec_cols; ++c) {
     const FoldedShift k = Fold<kOut>(mean[c], scale[c], shift[c]);
-    fhi[c] = k.hi;
-    fs[c] = k.scale;
-    fb[c] = k.shift;
+    const int64_t m = c % (2 * N);
+    const int64_t at = c < pair_cols ? c - m + (m % 2) * N + m / 2 : c;
+    fhi[at] = k.hi;
+    fs[at] = k.scale;
+    fb[at] = k.shift;
   }
   const auto at = [&](const void* in, int64_t c) HWY_ATTR __attribute__((always_inline)) {
     const V v = LoadAs<kT>(d, Offset(in, kT, c));
     return hn::MulAdd(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, fs + c),
                       hn::LoadU(d, fb + c));
   };
-  if (cols == 4 * N && (!stream || StreamHead(y, ElementSize(kOut), N, cols) == 0)) {
+  if (!kPairs && cols == 4 * N && (!stream || StreamHead(y, ElementSize(kOut), N, cols) == 0)) {
     ApplyFourVectorRows<kT, kOut>(x, rows, fhi, fs, fb, y, stream);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {
     const void* in = Offset(x, kT, r * cols);
     void* out = Offset(y, kOut, r * cols);
+    int64_t c = 0;
+#if HWY_TARGET >= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+    if constexpr (kPairs) {
+      const DU16Pairs du16;
+      const auto pair = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+        V a, b;
+        LoadBF16Pairs(d, Offset(in, kT, j), &a, &b);
+        const auto g = [&](V v, int64_t k) HWY_ATTR __attribute__((always_inline)) {
+          return hn::MulAdd(hn::Sub(v, hn::LoadU(d, fhi + k)), hn::LoadU(d, fs + k),
+                            hn::LoadU(d, fb + k));
+        };
+        return BF16PairBits(d, g(a, j), g(b, j + N));
+      };
+      if (stream && StreamHead(out, sizeof(uint16_t), 2 * N, pair_cols) == 0) {
+        for (; c < pair_cols; c += 2 * N) {
+          hn::Stream(pair(c), du16, static_cast<uint16_t*>(Offset(out, kOut, c)));
+        }
+      } else {
+        for (; c < pair_cols; c += 2 * N) {
+          hn::StoreU(pair(c), du16, static_cast<uint16_t*>(Offset(out, kOut, c)));
+        }
+      }
+    }
+#endif
     // Non-temporal where the row starts on a vector boundary (C a multiple of the vector,
     // the usual case): the output skips the cache and its read for ownership.
-    if (stream && StreamHead(out, ElementSize(kOut), N, vec_cols) == 0) {
-      for (int64_t c = 0; c < vec_cols; c += N) StreamAs<kOut>(d, at(in, c), Offset(out, kOut, c));
+    if (stream && StreamHead(Offset(out, kOut, c), ElementSize(kOut), N, vec_cols - c) == 0) {
+      for (; c < vec_cols; c += N) StreamAs<kOut>(d, at(in, c), Offset(out, kOut, c));
     } else {
-      for (int64_t c = 0; c < vec_cols; c += N) StoreAs<kOut>(d, at(in, c), Offset(out, kOut, c));
+      for (; c < vec_cols; c += N) StoreAs<kOut>(d, at(in, c), Offset(out, kOut, c));
     }
     for (int64_t c = vec_cols; c < cols; ++c) {
       const double v = (LoadElement(kT, in, c) - mean[c]) * scale[c] + shift[c];
