@@ -61,6 +61,12 @@ bool PairsLanes(DType t);
 // elements as it is.
 void PairLanes(const float* src, int64_t n, float* dst);
 
+// Where PairsLanes(t): the n-element weight and bias (either may be null) in paired lanes'
+// order, in a buffer of the calling thread's that the next call on it reuses, into *out;
+// returns out, or null where the target reads rows of t in order.
+const PairedParams* PairParams(DType t, const float* weight, const float* bias, int64_t n,
+                               PairedParams* out);
+
 // The instantiation for the statistic (kMoments or kSumOfSquares), the input dtype, the
 // parameters present, a skip added last (`skip`: e.skip, in x's dtype, whose rows follow
 // each other as x's do; the next row's is fetched) and RMSNorm's cast_before_weight (`cast`:

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/aligned_scratch.h"
 #include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_plan.h"
 #include "kernels/cpu/simd_targets.h"
@@ -48,6 +49,17 @@ void PairLanes(const float* src, int64_t n, float* dst) {
     }
   }
   for (; i < n; ++i) dst[i] = src[i];
+}
+
+const PairedParams* PairParams(DType t, const float* weight, const float* bias, int64_t n,
+                               PairedParams* out) {
+  if (!PairsLanes(t)) return nullptr;
+  thread_local AlignedScratch scratch;
+  float* const at = scratch.Reserve(static_cast<size_t>(2 * n));
+  if (weight != nullptr) PairLanes(weight, n, at);
+  if (bias != nullptr) PairLanes(bias, n, at + n);
+  *out = {weight != nullptr ? at : nullptr, bias != nullptr ? at + n : nullptr};
+  return out;
 }
 
 template <DType kT, Stat kStat, bool kW, bool kB, bool kS, bool kC>
@@ -276,6 +288,9 @@ FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool
 FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool, bool) { return nullptr; }
 bool PairsLanes(DType) { return false; }
 void PairLanes(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
+const PairedParams* PairParams(DType, const float*, const float*, int64_t, PairedParams*) {
+  return nullptr;
+}
 
 #endif
 

@@ -307,15 +307,8 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
                                         : nullptr;
   // The weight and bias in paired lanes' order where the pass reads rows so, once a call.
   PairedParams paired_params;
-  const PairedParams* paired = nullptr;
-  if (fused != nullptr && PairsLanes(t)) {
-    thread_local AlignedScratch paired_scratch;
-    float* const at = paired_scratch.Reserve(static_cast<size_t>(2 * cols));
-    if (p.weight != nullptr) PairLanes(p.weight, cols, at);
-    if (p.bias != nullptr) PairLanes(p.bias, cols, at + cols);
-    paired_params = {p.weight != nullptr ? at : nullptr, p.bias != nullptr ? at + cols : nullptr};
-    paired = &paired_params;
-  }
+  const PairedParams* const paired =
+      fused != nullptr ? PairParams(t, p.weight, p.bias, cols, &paired_params) : nullptr;
   if (fused != nullptr) {
     // Elements [begin, end) of row `src`'s epilogue `er` into row y, from EpilogueStore.
     const auto part = [&](const void* src, const Epilogue& er, int64_t begin, int64_t end,
