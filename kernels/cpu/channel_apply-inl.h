@@ -66,10 +66,10 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
     if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, j));
     return f(LoadAs<kT>(d, Offset(x, kT, j)));
   };
-  // bf16 to bf16 on AVX2 and narrower (but the scalar target): 2N elements a step in pairs
+  // bf16 to bf16 on AVX2 (the target measured): 2N elements a step in pairs
   // (LoadBF16Pairs, BF16PairBits), from where y starts a whole vector of them; the rest below.
   bool pairs = false;
-#if HWY_TARGET >= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET == HWY_AVX2
   if constexpr (kT == DType::kBF16 && kOut == DType::kBF16) {
     const DU16Pairs du16;
     const int64_t head2 = StreamHead(y, sizeof(uint16_t), 2 * N, n);
@@ -172,10 +172,10 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vec_cols = cols / N * N;
-  // bf16 to bf16 on AVX2 and narrower (but the scalar target): columns [0, pair_cols) 2N a
+  // bf16 to bf16 on AVX2 (the target measured): columns [0, pair_cols) 2N a
   // step in pairs (LoadBF16Pairs, BF16PairBits), their coefficients stored in the pairs'
   // lane order (in each 2N, the even columns' then the odd ones'); the rest one vector a step.
-#if HWY_TARGET >= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET == HWY_AVX2
   constexpr bool kPairs = kT == DType::kBF16 && kOut == DType::kBF16;
 #else
   constexpr bool kPairs = false;
@@ -205,7 +205,7 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
     const void* in = Offset(x, kT, r * cols);
     void* out = Offset(y, kOut, r * cols);
     int64_t c = 0;
-#if HWY_TARGET >= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET == HWY_AVX2
     if constexpr (kPairs) {
       const DU16Pairs du16;
       const auto pair = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
