@@ -13,7 +13,6 @@
 #define NORMD_KERNELS_CPU_CHANNEL_APPLY_INL_H_
 #endif
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 

@@ -36,7 +36,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 // deployment runs, and each instantiation here costs compile time in every build.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-// kC: the normalized value rounded to kT before the weight (cast_before_weight).
 bool PairsLanes(DType t) { return HWY_TARGET == HWY_AVX2 && t == DType::kBF16; }
 
 void PairLanes(const float* src, int64_t n, float* dst) {
@@ -62,6 +61,7 @@ const PairedParams* PairParams(DType t, const float* weight, const float* bias, 
   return out;
 }
 
+// kC: the normalized value rounded to kT before the weight (cast_before_weight).
 template <DType kT, Stat kStat, bool kW, bool kB, bool kS, bool kC>
 FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogue& e,
                        const PairedParams* paired, void* y, RowSums* next_sums) {
