@@ -48,22 +48,15 @@ struct PairedParams {
 // vectors for f16/bf16 moments, else eight), where y is not element-aligned, or where
 // EpilogueStore would take the other of its forms for a row with and without a mean
 // (NoMean).
-// `paired`: e's weight and bias in paired lanes' order (PairLanes), for the targets that read
-// bf16 rows so (PairsLanes); null elsewhere, or to read them in order.
+// `paired`: e's weight and bias in paired lanes' order (PairParams), for the targets that
+// read bf16 rows so; null elsewhere, or to read them in order.
 using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, const Epilogue& e,
                                      const PairedParams* paired, void* y, RowSums* next_sums);
 
-// Whether this target's one-loop pass reads rows of dtype t in paired lanes where it is given
-// PairedParams (AVX2, bf16).
-bool PairsLanes(DType t);
-
-// src[0, n) in paired lanes' order into dst[0, n); a last block of fewer than 2 * Lanes(D)
-// elements as it is.
-void PairLanes(const float* src, int64_t n, float* dst);
-
-// Where PairsLanes(t): the n-element weight and bias (either may be null) in paired lanes'
-// order, in a buffer of the calling thread's that the next call on it reuses, into *out;
-// returns out, or null where the target reads rows of t in order.
+// Where this target's one-loop pass reads rows of dtype t in paired lanes (AVX2, bf16): the
+// n-element weight and bias (either may be null) in paired lanes' order, in a buffer of the
+// calling thread's that the next call on it reuses, into *out; returns out, or null where the
+// target reads rows of t in order.
 const PairedParams* PairParams(DType t, const float* weight, const float* bias, int64_t n,
                                PairedParams* out);
 

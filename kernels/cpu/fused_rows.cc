@@ -36,8 +36,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // deployment runs, and each instantiation here costs compile time in every build.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-bool PairsLanes(DType t) { return HWY_TARGET == HWY_AVX2 && t == DType::kBF16; }
-
+// src[0, n) in paired lanes' order into dst[0, n); a last block of fewer than 2 * Lanes(D)
+// elements as it is.
 void PairLanes(const float* src, int64_t n, float* dst) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(D()));
   int64_t i = 0;
@@ -52,7 +52,8 @@ void PairLanes(const float* src, int64_t n, float* dst) {
 
 const PairedParams* PairParams(DType t, const float* weight, const float* bias, int64_t n,
                                PairedParams* out) {
-  if (!PairsLanes(t)) return nullptr;
+  // The targets whose pass reads rows of t in paired lanes: AVX2, bf16.
+  if (HWY_TARGET != HWY_AVX2 || t != DType::kBF16) return nullptr;
   thread_local AlignedScratch scratch;
   float* const at = scratch.Reserve(static_cast<size_t>(2 * n));
   if (weight != nullptr) PairLanes(weight, n, at);
@@ -149,13 +150,15 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
     lines(ahead, i);
     if constexpr (kS) lines(next_skip, i);
   };
+  bool in_pairs = false;
 #if HWY_TARGET == HWY_AVX2
   // bf16 in paired lanes (PairedParams, LoadBF16Pairs and BF16PairBits): from y's first
   // element, on a pair of vectors. One thread, five alternating rounds on a Zen 3 VM
   // (BENCHMARKS.md, issue 16, fiftieth session), median ratio to memcpy: LayerNorm bf16
   // 4096x4096 0.51 -> 0.58, 16384x1024 0.54 -> 0.56; RMSNorm 0.62 -> 0.67, 0.64 -> 0.68.
   if constexpr (kT == DType::kBF16) {
-    if (paired != nullptr && head == 0 && reinterpret_cast<uintptr_t>(y) % (4 * N) == 0) {
+    in_pairs = paired != nullptr && head == 0 && reinterpret_cast<uintptr_t>(y) % (4 * N) == 0;
+    if (in_pairs) {
       const __m256i zero = _mm256_setzero_si256();
       const float *pw = paired->weight, *pb = paired->bias;
       for (int64_t i = 0; i < blocks * block; i += block) {
@@ -184,24 +187,15 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
         }
         flush(c);
       }
-      // The rest of the sums below.
-      for (int64_t i = blocks * block; i < n; i += block) {
-        V c[kVectors];
-#pragma GCC unroll 16
-        for (int j = 0; j < kVectors; ++j) c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
-        flush(c);
-      }
-      out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
-      if constexpr (moments) out.squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
-      *next_sums = out;
-      return {0, blocks * block};
     }
   }
 #endif
   (void)paired;
   // Pairs of vectors streamed as one (StreamAs2) where y's aligned part starts on a pair.
-  if (kPairedStores<kT> &&
-      reinterpret_cast<uintptr_t>(Offset(y, kT, head)) % (2 * N * ElementSize(kT)) == 0) {
+  if (in_pairs) {
+    // Done above; the rest of the sums below.
+  } else if (kPairedStores<kT> &&
+             reinterpret_cast<uintptr_t>(Offset(y, kT, head)) % (2 * N * ElementSize(kT)) == 0) {
     for (int64_t i = 0; i < blocks * block; i += block) {
       fetch(i);
       V c[kVectors];
@@ -286,8 +280,6 @@ FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool
 #else
 
 FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool, bool) { return nullptr; }
-bool PairsLanes(DType) { return false; }
-void PairLanes(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
 const PairedParams* PairParams(DType, const float*, const float*, int64_t, PairedParams*) {
   return nullptr;
 }
@@ -304,8 +296,10 @@ bool OneLoopSumsImpl(DType t, bool moments, const void* x, const void* next, int
   if (moments) e.hi = 1;
   RowSums sums;
   // Paired lanes where the target reads them (no parameters to put in their order).
-  const PairedParams paired;
-  if (pass(x, next, n, e, PairsLanes(t) ? &paired : nullptr, y, &sums).begin < 0) return false;
+  PairedParams paired;
+  if (pass(x, next, n, e, PairParams(t, nullptr, nullptr, n, &paired), y, &sums).begin < 0) {
+    return false;
+  }
   // As the two passes read a large row in place: nothing written to buf.
   const RowSums ref =
       PickLoadRow(t, stat, false, false, false)(next, nullptr, 1.0f, n, nullptr, n, nullptr);
