@@ -191,10 +191,13 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
     fs[at] = k.scale;
     fb[at] = k.shift;
   }
-  const auto at = [&](const void* in, int64_t c) HWY_ATTR __attribute__((always_inline)) {
-    const V v = LoadAs<kT>(d, Offset(in, kT, c));
+  // v with the coefficients stored at c.
+  const auto apply = [&](V v, int64_t c) HWY_ATTR __attribute__((always_inline)) {
     return hn::MulAdd(hn::Sub(v, hn::LoadU(d, fhi + c)), hn::LoadU(d, fs + c),
                       hn::LoadU(d, fb + c));
+  };
+  const auto at = [&](const void* in, int64_t c) HWY_ATTR __attribute__((always_inline)) {
+    return apply(LoadAs<kT>(d, Offset(in, kT, c)), c);
   };
   if (!kPairs && cols == 4 * N && (!stream || StreamHead(y, ElementSize(kOut), N, cols) == 0)) {
     ApplyFourVectorRows<kT, kOut>(x, rows, fhi, fs, fb, y, stream);
@@ -210,11 +213,7 @@ void ApplyColumnsT(const void* x, int64_t rows, int64_t cols, const double* mean
       const auto pair = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
         V a, b;
         LoadBF16Pairs(d, Offset(in, kT, j), &a, &b);
-        const auto g = [&](V v, int64_t k) HWY_ATTR __attribute__((always_inline)) {
-          return hn::MulAdd(hn::Sub(v, hn::LoadU(d, fhi + k)), hn::LoadU(d, fs + k),
-                            hn::LoadU(d, fb + k));
-        };
-        return BF16PairBits(d, g(a, j), g(b, j + N));
+        return BF16PairBits(d, apply(a, j), apply(b, j + N));
       };
       if (stream && StreamHead(out, sizeof(uint16_t), 2 * N, pair_cols) == 0) {
         for (; c < pair_cols; c += 2 * N) {
