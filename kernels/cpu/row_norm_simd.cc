@@ -24,6 +24,7 @@
 #include "kernels/cpu/bf16_nan.h"
 #include "kernels/cpu/fused_rows-inl.h"
 #include "kernels/cpu/narrow_rows-inl.h"
+#include "kernels/cpu/paired_epilogue-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_epilogue_pick-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
@@ -68,35 +69,6 @@ void WidenT(const void* src, int64_t n, float offset, float* dst) {
     std::memcpy(t, Offset(src, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
     hn::Store(widen(t), d, dst + i);
   }
-}
-
-// Whether p[0, n) holds a NaN: one runs on every call with fp32 parameters and a bf16
-// output, a 1x4096 one included. Integer operations, two a vector (an and and a max): a
-// NaN's bits with the sign cleared exceed Inf's as integers. Eight vectors a step into four
-// maxima: at two a step the loop's own instructions held it (4096 floats in L1, Zen 3, four
-// alternating runs: 180-290 ns a call, eight a step 93-178; BENCHMARKS.md, issue 16,
-// forty-eighth session).
-bool AnyNaNImpl(const float* p, int64_t n) {
-  const D d;
-  const DI32 di;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto magnitude = hn::Set(di, 0x7fffffff);
-  const auto bits = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    return hn::And(hn::BitCast(di, hn::LoadU(d, p + i)), magnitude);
-  };
-  auto m0 = hn::Zero(di), m1 = hn::Zero(di), m2 = hn::Zero(di), m3 = hn::Zero(di);
-  int64_t i = 0;
-  for (; i + 8 * N <= n; i += 8 * N) {
-    m0 = hn::Max(m0, hn::Max(bits(i), bits(i + 4 * N)));
-    m1 = hn::Max(m1, hn::Max(bits(i + N), bits(i + 5 * N)));
-    m2 = hn::Max(m2, hn::Max(bits(i + 2 * N), bits(i + 6 * N)));
-    m3 = hn::Max(m3, hn::Max(bits(i + 3 * N), bits(i + 7 * N)));
-  }
-  for (; i + N <= n; i += N) m0 = hn::Max(m0, bits(i));
-  const auto m = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
-  bool any = !hn::AllFalse(di, hn::Gt(m, hn::Set(di, 0x7f800000)));
-  for (; i < n; ++i) any |= std::isnan(p[i]);
-  return any;
 }
 
 void WidenToF32Impl(DType t, const void* src, int64_t n, float offset, float* dst) {
@@ -305,23 +277,36 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   const FusedRowPairFn fused = one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr,
                                                            p.bias != nullptr, norm_then_add, cast)
                                         : nullptr;
-  // The weight and bias in paired lanes' order where the pass reads rows so, once a call.
+  // Large bf16 rows read in place that keep the two passes: their epilogue in paired lanes
+  // (paired_epilogue.cc). The weight and bias in that order where either reads rows so.
+  const PairedEpilogueFn paired_run =
+      p.stream && source.typed ? PickPairedEpilogue(t, a.y.dtype, cast, p.weight != nullptr,
+                                                    p.bias != nullptr, norm_then_add, source.reform)
+                               : nullptr;
   PairedParams paired_params;
-  const PairedParams* const paired =
-      fused != nullptr ? PairParams(t, p.weight, p.bias, cols, &paired_params) : nullptr;
+  const PairedParams* const paired = fused != nullptr || paired_run != nullptr
+                                         ? PairParams(t, p.weight, p.bias, cols, &paired_params)
+                                         : nullptr;
+  // Elements [begin, end) of row `src`'s epilogue `er` (read in place) into row y, from
+  // EpilogueStore.
+  const auto part = [&](const void* src, const Epilogue& er, int64_t begin, int64_t end, void* y) {
+    if (begin >= end) return;
+    Epilogue at = er;
+    at.prefetch = nullptr;
+    at.prefetch_skip = nullptr;
+    if (at.weight != nullptr) at.weight += begin;
+    if (at.bias != nullptr) at.bias += begin;
+    if (at.skip != nullptr) at.skip = Offset(at.skip, t, begin);
+    epilogue.one(Offset(src, t, begin), end - begin, at, Offset(y, t, begin), true);
+  };
+  // Row src's epilogue into y: in paired lanes as far as they go, the rest from EpilogueStore.
+  const auto epilogue_one = [&](const void* src, const Epilogue& er, void* y) {
+    const int64_t done =
+        paired_run != nullptr && paired != nullptr ? paired_run(src, cols, er, *paired, y) : 0;
+    if (done > 0) return part(src, er, done, cols, y);
+    epilogue.one(src, cols, er, y, p.stream);
+  };
   if (fused != nullptr) {
-    // Elements [begin, end) of row `src`'s epilogue `er` into row y, from EpilogueStore.
-    const auto part = [&](const void* src, const Epilogue& er, int64_t begin, int64_t end,
-                          void* y) {
-      if (begin >= end) return;
-      Epilogue at = er;
-      at.prefetch = nullptr;
-      at.prefetch_skip = nullptr;
-      if (at.weight != nullptr) at.weight += begin;
-      if (at.bias != nullptr) at.bias += begin;
-      if (at.skip != nullptr) at.skip = Offset(at.skip, t, begin);
-      epilogue.one(Offset(src, t, begin), end - begin, at, Offset(y, t, begin), true);
-    };
     Epilogue cur = e;
     const void* src = stats(r, rows2, &cur);
     for (; r + 1 < row_end; ++r) {
@@ -337,14 +322,14 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
         if (norm_then_add) {
           cur.prefetch_skip = static_cast<const char*>(Offset(a.skip.data, t, (r + 1) * cols));
         }
-        epilogue.one(src, cols, cur, y, true);
+        epilogue_one(src, cur, y);
         sums = load(next, nullptr, 1.0f, cols, rows2, stat_cols, nullptr);
       }
       Epilogue following = e;
       src = finish(r + 1, rows2, sums, &following);
       cur = following;
     }
-    epilogue.one(src, cols, cur, Offset(a.y.data, t, r * cols), true);
+    epilogue_one(src, cur, Offset(a.y.data, t, r * cols));
     ++r;
   }
   // Short rows: the statistics of kShortGroup rows, then their epilogues. A row's
@@ -364,7 +349,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
           p.stream && r + k + kShortGroup < row_end
               ? static_cast<const char*>(Offset(a.x.data, t, (r + k + kShortGroup) * cols))
               : nullptr;
-      epilogue.one(src[k], cols, eg[k], Offset(a.y.data, a.y.dtype, (r + k) * cols), p.stream);
+      epilogue_one(src[k], eg[k], Offset(a.y.data, a.y.dtype, (r + k) * cols));
     }
   }
   // Rows of at most kPrefetchAheadBytes / 4 fetch the row kPrefetchAheadBytes ahead rather
@@ -382,8 +367,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     e.prefetch_skip = e.prefetch != nullptr && (norm_then_add || source.reform)
                           ? static_cast<const char*>(Offset(a.skip.data, t, (r + ahead) * cols))
                           : nullptr;
-    const void* src = stats(r, rows2, &e);
-    epilogue.one(src, cols, e, Offset(a.y.data, a.y.dtype, r * cols), p.stream);
+    epilogue_one(stats(r, rows2, &e), e, Offset(a.y.data, a.y.dtype, r * cols));
   }
   if (p.stream) hwy::FlushStream();
 }
@@ -424,7 +408,6 @@ namespace normd::kernels::cpu {
 
 HWY_EXPORT(RowNormRowsImpl);
 HWY_EXPORT(WidenToF32Impl);
-HWY_EXPORT(AnyNaNImpl);
 HWY_EXPORT(RowStatisticsImpl);
 
 void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale) {
@@ -435,8 +418,6 @@ void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scal
 void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst) {
   NORMD_DISPATCH(WidenToF32Impl)(t, src, n, offset, dst);
 }
-
-bool AnyNaN(const float* p, int64_t n) { return NORMD_DISPATCH(AnyNaNImpl)(p, n); }
 
 void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
   NORMD_DISPATCH(RowNormRowsImpl)(a, p, row_begin, row_end);

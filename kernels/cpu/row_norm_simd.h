@@ -41,7 +41,7 @@ bool OneLoopSums(DType t, bool moments, const void* x, const void* next, int64_t
 // REQUIRES: dst has room for n + kRowPad floats, and is aligned as AllocateAligned's.
 void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst);
 
-// Whether p[0, n) holds a NaN.
+// Whether p[0, n) holds a NaN (nan_scan.cc).
 bool AnyNaN(const float* p, int64_t n);
 
 // Floats of padding every row buffer needs past `cols`.
