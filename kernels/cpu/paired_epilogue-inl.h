@@ -2,8 +2,8 @@
 // paired lanes (paired_epilogue.cc): row_epilogue-inl.h's EpilogueRun for a bf16 row read in
 // place (or h formed again from it and its skip) into a bf16 output, sixteen elements a step
 // as the one-loop pass reads them (LoadBF16Pairs, BF16PairBits), with the weight and bias in
-// paired lanes' order (PairedParams, fused_rows-inl.h). The rows that the one-loop pass does
-// not take: 1024x65536, RMSNorm's partial statistics, the fused adds. Include after
+// paired lanes' order (PairedParams, fused_rows-inl.h). For rows that the one-loop pass does
+// not take: longer ones (1024x65536), the fused adds (h formed again). Include after
 // hwy/highway.h inside a translation unit that uses foreach_target (row_norm_simd.cc,
 // paired_epilogue.cc). Stateless; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
