@@ -173,17 +173,9 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
           c[j] = term(V{_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, in))});
           c[j + 1] = term(V{_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, in))});
           const int64_t at = i + j * N;
-          V xe, xo, se = hn::Zero(d), so = hn::Zero(d);
-          LoadBF16Pairs(d, Offset(x, kT, at), &xe, &xo);
-          if constexpr (kS) LoadBF16Pairs(d, Offset(skip, kT, at), &se, &so);
-          const auto value2 = [&](V v, V s, int64_t k) HWY_ATTR __attribute__((always_inline)) {
-            return EpilogueOn<kT, kC, kW, kB, kS, kM>(
-                d, v, vhi, vs, vlos, kW ? hn::LoadU(d, pw + k) : hn::Zero(d),
-                kB ? hn::LoadU(d, pb + k) : hn::Zero(d),
-                valpha, [s]() HWY_ATTR __attribute__((always_inline)) { return s; });
-          };
-          hn::Stream(BF16PairBits(d, value2(xe, se, at), value2(xo, so, at + N)), DU16Pairs(),
-                     static_cast<uint16_t*>(Offset(y, kT, at)));
+          hn::Stream(EpiloguePairBits<kC, kW, kB, kS, false, kM>(d, x, skip, pw, pb, at, vhi, vs,
+                                                                 vlos, valpha),
+                     DU16Pairs(), static_cast<uint16_t*>(Offset(y, kT, at)));
         }
         flush(c);
       }

@@ -49,21 +49,9 @@ int64_t PairedRun(const void* src, int64_t n, const Epilogue& e, const PairedPar
   const float *weight = paired.weight, *bias = paired.bias;
   const void* skip = e.skip;
   const auto pair = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-    V xe, xo, se = hn::Zero(d), so = hn::Zero(d);
-    LoadBF16Pairs(d, Offset(src, kT, i), &xe, &xo);
-    if constexpr (kS || kR) LoadBF16Pairs(d, Offset(skip, kT, i), &se, &so);
-    if constexpr (kR) {
-      xe = ResidualAdd(valpha, se, xe);
-      xo = ResidualAdd(valpha, so, xo);
-    }
-    const auto value = [&](V v, V s, int64_t k) HWY_ATTR __attribute__((always_inline)) {
-      return EpilogueOn<kT, kCast, kW, kB, kS, kM>(
-          d, v, vhi, vs, vlos, kW ? hn::LoadU(d, weight + k) : hn::Zero(d),
-          kB ? hn::LoadU(d, bias + k) : hn::Zero(d),
-          valpha, [s]() HWY_ATTR __attribute__((always_inline)) { return s; });
-    };
-    hn::Stream(BF16PairBits(d, value(xe, se, i), value(xo, so, i + N)), du16,
-               static_cast<uint16_t*>(Offset(out, kT, i)));
+    hn::Stream(EpiloguePairBits<kCast, kW, kB, kS, kR, kM>(d, src, skip, weight, bias, i, vhi, vs,
+                                                           vlos, valpha),
+               du16, static_cast<uint16_t*>(Offset(out, kT, i)));
   };
   // EpilogueRun's fetches of the next row: a line (32 bf16) a step, the input's first
   // prefetch_count elements and the skip's (all of it where it is added last).

@@ -74,6 +74,37 @@ HWY_INLINE V EpilogueOn(D d, V v, V vhi, V vs, V vlos, V w, V b, V valpha, const
   return v;
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// The epilogue of the 2N bf16 from element i of row x in paired lanes (LoadBF16Pairs), as
+// bf16 bits in memory order (BF16PairBits): the weight and bias (ignored when absent) in
+// paired lanes' order (PairedParams, fused_rows-inl.h), the skip's 2N from element i added to
+// x first (kR, as EpilogueValue forms h) or last (kS). Each lane's arithmetic is EpilogueOn's,
+// so the bits are EpilogueValue's. The one-loop pass (fused_rows.cc) and the two passes'
+// paired epilogue (paired_epilogue.cc) on AVX2.
+template <bool kCast, bool kW, bool kB, bool kS, bool kR, bool kM>
+HWY_INLINE hn::Vec<DU16Pairs> EpiloguePairBits(D d, const void* x, const void* skip,
+                                               const float* weight, const float* bias, int64_t i,
+                                               V vhi, V vs, V vlos, V valpha) {
+  constexpr DType kT = DType::kBF16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  V xe, xo, se = hn::Zero(d), so = hn::Zero(d);
+  LoadBF16Pairs(d, Offset(x, kT, i), &xe, &xo);
+  if constexpr (kS || kR) LoadBF16Pairs(d, Offset(skip, kT, i), &se, &so);
+  if constexpr (kR) {
+    xe = ResidualAdd(valpha, se, xe);
+    xo = ResidualAdd(valpha, so, xo);
+  }
+  const auto value = [&](V v, V s, int64_t k) HWY_ATTR __attribute__((always_inline)) {
+    return EpilogueOn<kT, kCast, kW, kB, kS, kM>(
+        d, v, vhi, vs, vlos, kW ? hn::LoadU(d, weight + k) : hn::Zero(d),
+        kB ? hn::LoadU(d, bias + k) : hn::Zero(d),
+        valpha, [s]() HWY_ATTR __attribute__((always_inline)) { return s; });
+  };
+  (void)skip;
+  return BF16PairBits(d, value(xe, se, i), value(xo, so, i + N));
+}
+#endif
+
 // One vector of the epilogue below: x read as kSrc at `x`, the weight and bias vectors
 // given (ignored when absent), the skip read as kIn at `sk`: added last (kS) or, kR, to x
 // first, forming h = alpha * skip + x again as LoadRow does (ResidualAdd: the same bits).
