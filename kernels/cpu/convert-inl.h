@@ -326,11 +326,19 @@ HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
 // cache 3-14% faster (LayerNorm 8x4096 0.23-0.25 -> 0.26-0.27 of memcpy, fused add+RMSNorm
 // 0.43-0.44 -> 0.48-0.49; RMSNorm 1x4096 521 -> 478 ns a call), channels-first channel ops
 // 0-8%; large rows within the VM's spread. On AVX2 a pair of bf16 vectors is rounded, packed
-// and lane-permuted as one (PackBF16). Elsewhere each vector is stored as StoreAs and StreamAs
-// store it.
+// and lane-permuted as one (PackBF16). On AVX2 a pair of f16 vectors (eight elements each)
+// goes out as one 32-byte store (JoinF16): sixteen-byte non-temporal stores held the streamed
+// f16 epilogues (RMSNorm's partial statistics f16 16384x1024: 40% of the epilogue's samples
+// on the store). One thread, alternating rounds (BENCHMARKS.md, issue 16, fifty-second
+// session), median of memcpy: that case 0.38-0.41 -> 0.43-0.44, at 4096x4096 0.35-0.48 ->
+// 0.45-0.50, fused add+LayerNorm 16384x1024 0.45-0.53 -> 0.57-0.64, QK-norm 0.49-0.51 ->
+// 0.56-0.59, GroupNorm and BatchNorm inference channels-first +0.10; in cache, mixed within
+// about 10% (LayerNorm 64x4096 0.18-0.20 -> 0.23-0.24, L2 1x4096 0.20-0.22 -> 0.18-0.19).
+// Elsewhere each vector is stored as StoreAs and StreamAs store it.
 template <DType kT>
-inline constexpr bool kPairedStores =
-    (NORMD_NATIVE_BF16 != 0 || HWY_TARGET == HWY_AVX2) && kT == DType::kBF16;
+inline constexpr bool kPairedStores = ((NORMD_NATIVE_BF16 != 0 || HWY_TARGET == HWY_AVX2) &&
+                                       kT == DType::kBF16) ||
+                                      (HWY_TARGET == HWY_AVX2 && kT == DType::kF16);
 
 #if HWY_TARGET == HWY_AVX2
 // v0 then v1 rounded to bf16, as one vector of sixteen: one pack and one lane permute for
@@ -339,6 +347,12 @@ HWY_INLINE __m256i PackBF16(D d, V v0, V v1) {
   const __m256i lo = hn::ShiftRight<16>(RoundBF16Bits(d, v0)).raw;
   const __m256i hi = hn::ShiftRight<16>(RoundBF16Bits(d, v1)).raw;
   return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+}
+
+// v0 then v1 as f16 (ToHalfBits' bits), one vector of sixteen.
+HWY_INLINE __m256i JoinF16(D d, V v0, V v1) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(ToHalfBits<DType::kF16>(d, v0).raw),
+                                 ToHalfBits<DType::kF16>(d, v1).raw, 1);
 }
 #endif
 
@@ -356,6 +370,10 @@ HWY_INLINE void StoreAs2(D d, V v0, V v1, void* p) {
 #if HWY_TARGET == HWY_AVX2
   if constexpr (kT == DType::kBF16) {
     _mm256_storeu_si256(static_cast<__m256i*>(p), PackBF16(d, v0, v1));
+    return;
+  }
+  if constexpr (kT == DType::kF16) {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), JoinF16(d, v0, v1));
     return;
   }
 #endif
@@ -378,6 +396,10 @@ HWY_INLINE void StreamAs2(D d, V v0, V v1, void* p) {
 #if HWY_TARGET == HWY_AVX2
   if constexpr (kT == DType::kBF16) {
     _mm256_stream_si256(static_cast<__m256i*>(p), PackBF16(d, v0, v1));
+    return;
+  }
+  if constexpr (kT == DType::kF16) {
+    _mm256_stream_si256(static_cast<__m256i*>(p), JoinF16(d, v0, v1));
     return;
   }
 #endif
