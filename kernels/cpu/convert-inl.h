@@ -326,15 +326,17 @@ HWY_INLINE void* Offset(void* p, DType t, int64_t i) {
 // cache 3-14% faster (LayerNorm 8x4096 0.23-0.25 -> 0.26-0.27 of memcpy, fused add+RMSNorm
 // 0.43-0.44 -> 0.48-0.49; RMSNorm 1x4096 521 -> 478 ns a call), channels-first channel ops
 // 0-8%; large rows within the VM's spread. On AVX2 a pair of bf16 vectors is rounded, packed
-// and lane-permuted as one (PackBF16). On AVX2 a pair of f16 vectors (eight elements each)
-// goes out as one 32-byte store (JoinF16): sixteen-byte non-temporal stores held the streamed
-// f16 epilogues (RMSNorm's partial statistics f16 16384x1024: 40% of the epilogue's samples
-// on the store). One thread, alternating rounds (BENCHMARKS.md, issue 16, fifty-second
-// session), median of memcpy: that case 0.38-0.41 -> 0.43-0.44, at 4096x4096 0.35-0.48 ->
-// 0.45-0.50, fused add+LayerNorm 16384x1024 0.45-0.53 -> 0.57-0.64, QK-norm 0.49-0.51 ->
-// 0.56-0.59, GroupNorm and BatchNorm inference channels-first +0.10; in cache, mixed within
-// about 10% (LayerNorm 64x4096 0.18-0.20 -> 0.23-0.24, L2 1x4096 0.20-0.22 -> 0.18-0.19).
-// Elsewhere each vector is stored as StoreAs and StreamAs store it.
+// and lane-permuted as one (PackBF16). On AVX2 a streamed pair of f16 vectors (eight
+// elements each) goes out as one 32-byte store (JoinF16): sixteen-byte non-temporal stores
+// held the streamed f16 epilogues (RMSNorm's partial statistics f16 16384x1024: 40% of the
+// epilogue's samples on the store). One thread, alternating rounds (BENCHMARKS.md, issue
+// 16, fifty-second session), median of memcpy: that case 0.38-0.41 -> 0.43-0.44, at
+// 4096x4096 0.35-0.48 -> 0.45-0.50, fused add+LayerNorm 16384x1024 0.45-0.53 -> 0.57-0.64,
+// QK-norm 0.49-0.51 -> 0.56-0.59, GroupNorm and BatchNorm inference channels-first +0.10.
+// In cache (StoreAs2) the two f16 halves keep their own stores: joined, L2 1x4096 ran
+// 0.20-0.22 -> 0.18-0.19 in three sets; apart, 0.19 -> 0.21 against joined, the other f16
+// rows in cache within 0.02. Elsewhere each vector is stored as StoreAs and StreamAs store
+// it.
 template <DType kT>
 inline constexpr bool kPairedStores = ((NORMD_NATIVE_BF16 != 0 || HWY_TARGET == HWY_AVX2) &&
                                        kT == DType::kBF16) ||
@@ -357,7 +359,7 @@ HWY_INLINE __m256i JoinF16(D d, V v0, V v1) {
 #endif
 
 // v0 and v1 rounded to t and stored at p and the next vector's place: the same bits as two
-// StoreAs.
+// StoreAs (f16 as two StoreAs: kPairedStores).
 template <DType kT>
 HWY_INLINE void StoreAs2(D d, V v0, V v1, void* p) {
 #if NORMD_NATIVE_BF16
@@ -370,10 +372,6 @@ HWY_INLINE void StoreAs2(D d, V v0, V v1, void* p) {
 #if HWY_TARGET == HWY_AVX2
   if constexpr (kT == DType::kBF16) {
     _mm256_storeu_si256(static_cast<__m256i*>(p), PackBF16(d, v0, v1));
-    return;
-  }
-  if constexpr (kT == DType::kF16) {
-    _mm256_storeu_si256(static_cast<__m256i*>(p), JoinF16(d, v0, v1));
     return;
   }
 #endif
