@@ -177,7 +177,9 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   const bool stream = total * ElementSize(a.y.dtype) > options_.stream_bytes;
   cpu::ScopedFlushDenormals flush;
   if (a.layout == Layout::kChannelsFirst) {
-    // Instance by instance: a group is cpg * S contiguous elements.
+    // Instance by instance: a group is cpg * S contiguous elements, and the next group
+    // follows it, so while one group is normalized from cache the next is fetched for its
+    // statistics (as channels-first BatchNorm's training does channel by channel).
     pool_->ParallelFor(a.n * a.groups, max_threads, [&](int64_t begin, int64_t end) {
       for (int64_t ng = begin; ng < end; ++ng) {
         const int64_t n = ng / a.groups, g = ng % a.groups;
@@ -185,12 +187,13 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
         double mean, m2;
         cpu::RunMoments(a.x.dtype, At(a.x, off), cpg * a.s, /*f64=*/false, &mean, &m2);
         const double rstd = 1.0 / std::sqrt(m2 / count + a.eps);
+        const bool next = ng + 1 < end;
         for (int64_t k = 0; k < cpg; ++k) {
-          const int64_t c = g * cpg + k;
+          const int64_t c = g * cpg + k, run = off + k * a.s;
           double scale, shift;
           Coefficients(a.weight, a.bias, c, rstd, &scale, &shift);
-          cpu::ApplyRun(a.x.dtype, At(a.x, off + k * a.s), a.s, mean, scale, shift, a.y.dtype,
-                        At(a.y, off + k * a.s), stream);
+          cpu::ApplyRun(a.x.dtype, At(a.x, run), a.s, mean, scale, shift, a.y.dtype, At(a.y, run),
+                        stream, next ? At(a.x, run + cpg * a.s) : nullptr);
         }
       }
       if (stream) cpu::FenceStreams();
