@@ -86,20 +86,19 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
     // contiguous range of them, as a copy would. Channel by channel, a channel's N runs lay
     // C * S elements apart (0.8 MB in the benchmark's 32x64x56x56), and each began a new
     // stream for the prefetchers to find (f32 one thread 40 -> 60 GB/s).
-    // One pass in and one out, as a copy: non-temporal stores only where x and y together
-    // outgrow a last-level cache (taken as 4 * stream_bytes, 32 MiB: this VM's L3 per CCD;
-    // the L3 size it reports is not one core's). Below that the plain stores leave y in
-    // the cache for what reads it next, and ran faster: f16/bf16 32x64x56x56 (x and y
-    // 12.8 MB each) 51 -> 70 GB/s on one thread, 65 -> 142 on two.
-    const bool sweep_stream =
-        total * (ElementSize(a.x.dtype) + ElementSize(a.y.dtype)) > 4 * options_.stream_bytes;
+    // Non-temporal stores past stream_bytes of output, as the other ops. This pass once
+    // streamed only where x and y together outgrew 32 MiB, a last-level cache, and plain
+    // stores ran faster below that (BENCHMARKS.md, eighteenth session); since the streamed
+    // f16 and bf16 stores go out 32 bytes at a time (StreamAs2), streaming is the faster:
+    // f16/bf16 32x64x56x56 (x and y 12.8 MB each) 0.50/0.47 -> 0.69/0.59 of memcpy on one
+    // thread (BENCHMARKS.md, fifty-third session).
     pool_->ParallelFor(a.n * a.c, max_threads, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t c = r % a.c;
         cpu::ApplyRun(a.x.dtype, At(a.x, r * a.s), a.s, mean[c], scale[c], shift[c], a.y.dtype,
-                      At(a.y, r * a.s), sweep_stream, nullptr);
+                      At(a.y, r * a.s), stream, nullptr);
       }
-      if (sweep_stream) cpu::FenceStreams();
+      if (stream) cpu::FenceStreams();
     });
     return absl::OkStatus();
   }

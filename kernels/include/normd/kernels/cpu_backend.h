@@ -31,9 +31,8 @@ struct CpuBackendOptions {
   // Outputs larger than this use non-temporal stores (no read-for-ownership of output
   // lines that will not be reused from cache). Measured with normd-kernel-bench
   // --stream-bytes: from 8 MiB streaming was faster on every row-wise shape; this VM
-  // reports a 105 MiB shared L3 that one core cannot hold on to. Inference BatchNorm
-  // channels-first, one pass in and one out as a copy, streams only where its input and
-  // output together exceed 4 * stream_bytes (BENCHMARKS.md, eighteenth session).
+  // reports a 105 MiB shared L3 that one core cannot hold on to. The channel ops use the
+  // same threshold (BENCHMARKS.md, eighteenth and fifty-third sessions).
   int64_t stream_bytes = 8 << 20;
 };
 
