@@ -58,7 +58,8 @@ class StreamCall final {
     StartRead();
   }
   void Finished(bool) {
-    finish_reported_ = true;
+    // The acquire pairs with Finish's release (see there).
+    finish_reported_ = finish_called_.load(std::memory_order_acquire);
     if (done_reported_) delete this;
   }
   void Done(bool) {
@@ -70,7 +71,15 @@ class StreamCall final {
   void StartRead() { stream_.Read(&read_buffer_, &read_event_); }
   // The response's large outputs move into the message (answer_wire.h).
   void StartWrite(Response* response) { stream_.Write(SerializeAnswer(response), &write_event_); }
-  void Finish(const grpc::Status& status) { stream_.Finish(status, &finished_event_); }
+  void Finish(const grpc::Status& status) {
+    // The thread that decides to finish (a scheduler worker, when the last answer
+    // completes after the client left) hands the call to the transport thread that deletes
+    // it through gRPC's completion queue, which ThreadSanitizer cannot see into
+    // (uninstrumented gRPC): this release, acquired in Finished, makes that handoff
+    // visible (TSan reported the worker's last Recycle racing the delete, CI 2026-11-29).
+    finish_called_.store(true, std::memory_order_release);
+    stream_.Finish(status, &finished_event_);
+  }
 
   void OnReadDone(bool ok) {
     Slot* slot = nullptr;
@@ -309,6 +318,7 @@ class StreamCall final {
   CqEvent done_event_ = MakeEvent<&StreamCall::Done>(this);
   bool finish_reported_ = false, done_reported_ = false;  // transport thread only
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finish_called_{false};  // see Finish
 
   absl::Mutex mu_;
   std::deque<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);   // request order
