@@ -273,7 +273,8 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // zero).
   const bool one_loop = p.stream && !add_then_norm && stat_cols == cols && source.in_place &&
                         a.y.dtype == t && cols >= kFusedMinCols && cols <= kFusedMaxCols &&
-                        row_end - r >= 2;
+                        row_end - r >= 2 &&
+                        OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, cols);
   const FusedRowPairFn fused = one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr,
                                                            p.bias != nullptr, norm_then_add, cast)
                                         : nullptr;

@@ -138,6 +138,22 @@ constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 constexpr int64_t kFusedMinCols = 1024;
 constexpr int64_t kFusedMaxCols = 4096;
 
+// Whether a row of `cols` columns in dtype t, with or without an fp32 weight and bias, takes
+// the one-loop pass when the rules above let it. An f32 row with both a weight and a bias
+// (LayerNorm, LayerNorm then add) at more than kFusedAffineF32MaxCols columns keeps the two
+// passes: at 4096 columns the loop's working set (the row being finished, its weight and
+// bias, and the next row: 64 KiB) outgrows a 48 KiB L1, where RMSNorm's (48 KiB) does not.
+// On the Intel VM (BENCHMARKS.md, issue 16, fifty-fourth session), one thread, four
+// alternating rounds, ratio to memcpy: LayerNorm f32 4096x4096 0.69 (0.64-0.74) in the loop,
+// 0.79 (0.77-0.80) in two passes; LayerNorm then add f32 the same either way (0.69, 0.70);
+// every other f32 row 0.05-0.20 faster in the loop (RMSNorm 4096x4096 0.97 against 0.82). On
+// the Zen 5 VM the loop had measured LayerNorm f32 4096x4096 the same either way (0.64-0.67,
+// forty-second session).
+constexpr int64_t kFusedAffineF32MaxCols = 2048;
+inline bool OneLoopFits(DType t, bool weight, bool bias, int64_t cols) {
+  return !(t == DType::kF32 && weight && bias && cols > kFusedAffineF32MaxCols);
+}
+
 // How far ahead of its sums the one-loop pass fetches the next rows' input into L2. On a Zen 5
 // VM (BENCHMARKS.md, issue 16, thirty-eighth session), with the hardware's prefetch alone,
 // LayerNorm and RMSNorm f16/bf16 ran this loop at 0.36-0.66 of memcpy at 4096x4096, and a
