@@ -3,7 +3,8 @@
 // 16 bits zero. Every NaN a kernel stores carries the payload of one operand, and the only
 // operands that can hold other NaNs are the caller's fp32 parameters (weight, bias, running
 // statistics, alpha); the entry points pass those, or the fp32 coefficients made from them,
-// through BF16SafeNaN for bf16 outputs.
+// through BF16SafeNaN for bf16 outputs. On AVX3_DL the conversion is AVX512_BF16's, exact
+// for every NaN, and the row ops skip their scan for them (BF16StoresKeepNaNs, nan_scan.cc).
 // Stateless; safe from any thread.
 #ifndef NORMD_KERNELS_CPU_BF16_NAN_H_
 #define NORMD_KERNELS_CPU_BF16_NAN_H_

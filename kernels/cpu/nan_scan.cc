@@ -1,6 +1,7 @@
 // row_norm_simd.h's AnyNaN: the scan of a call's fp32 parameters for a NaN, which a bf16
-// output stores with its low bits cleared (bf16_nan.h, row_norm.cc). Highway per-target code,
-// dispatched at run time. Stateless; safe from any thread.
+// output stores with its low bits cleared (bf16_nan.h, row_norm.cc), and BF16StoresKeepNaNs:
+// whether the target needs that scan. Highway per-target code, dispatched at run time.
+// Stateless; safe from any thread.
 // foreach_target.h re-includes this file once per SIMD target and must come first; the
 // -inl.h follows highway.h.
 // clang-format off
@@ -51,6 +52,10 @@ bool AnyNaNImpl(const float* p, int64_t n) {
   return any;
 }
 
+// vcvtneps2bf16 stores a NaN as its upper half with the quiet bit set, the bits the scan's
+// BF16SafeNaN copy and then RoundBF16Bits give it (bf16_nan_test checks every target).
+bool BF16StoresKeepNaNsImpl() { return NORMD_NATIVE_BF16 != 0; }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu
 HWY_AFTER_NAMESPACE();
@@ -59,8 +64,11 @@ HWY_AFTER_NAMESPACE();
 namespace normd::kernels::cpu {
 
 HWY_EXPORT(AnyNaNImpl);
+HWY_EXPORT(BF16StoresKeepNaNsImpl);
 
 bool AnyNaN(const float* p, int64_t n) { return NORMD_DISPATCH(AnyNaNImpl)(p, n); }
+
+bool BF16StoresKeepNaNs() { return NORMD_DISPATCH(BF16StoresKeepNaNsImpl)(); }
 
 }  // namespace normd::kernels::cpu
 #endif  // HWY_ONCE

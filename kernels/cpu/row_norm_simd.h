@@ -44,6 +44,11 @@ void WidenToF32(DType t, const void* src, int64_t n, float offset, float* dst);
 // Whether p[0, n) holds a NaN (nan_scan.cc).
 bool AnyNaN(const float* p, int64_t n);
 
+// Whether the target the kernels dispatch to rounds fp32 to bf16 with every NaN exact
+// (AVX512_BF16's conversion, convert-inl.h): a NaN's upper half, quiet, as BF16FromF32 and
+// BF16SafeNaN give it. There a bf16 output needs no scan of its fp32 parameters (nan_scan.cc).
+bool BF16StoresKeepNaNs();
+
 // Floats of padding every row buffer needs past `cols`.
 inline constexpr int64_t kRowPad = 64;
 
