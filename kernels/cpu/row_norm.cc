@@ -19,7 +19,7 @@ namespace {
 // weights as normalizing). For a bf16 output, NaNs that may have nonzero low bits (fp32
 // values, or an offset's) are given zero ones in `scratch` (bf16_nan.h): one scan of the
 // parameter, and a copy only where it holds a NaN; none where the target's bf16 rounding
-// keeps every NaN exact (AVX512_BF16), whose scan was a tenth of a 1x4096 bf16 call.
+// keeps every NaN exact (AVX512_BF16), where the scan was 15% of a 1x4096 bf16 call.
 const float* F32Param(const ConstTensor& t, int64_t n, float offset, bool bf16_out,
                       cpu::AlignedScratch* scratch) {
   if (!t.present()) return nullptr;
