@@ -35,7 +35,7 @@ std::string Lower(const char* s) {
 }
 
 // Row-wise ops: the op's options applied to a rows x cols problem.
-void AddRowCases(int64_t offset, std::vector<BenchCase>* out) {
+void AddRowCases(int64_t offset, bool typed_params, std::vector<BenchCase>* out) {
   struct Op {
     const char* name;
     RowNormKind kind;
@@ -80,8 +80,9 @@ void AddRowCases(int64_t offset, std::vector<BenchCase>* out) {
         c.setup = [=] {
           st->x = std::make_unique<Buf>(t, n, 1, offset);
           st->y = std::make_unique<Buf>(t, n, 2, offset);
-          st->w = std::make_unique<Buf>(DType::kF32, cols, 3, offset);
-          st->b = std::make_unique<Buf>(DType::kF32, cols, 4, offset);
+          const DType pt = typed_params ? t : DType::kF32;
+          st->w = std::make_unique<Buf>(pt, cols, 3, offset);
+          st->b = std::make_unique<Buf>(pt, cols, 4, offset);
           RowNormArgs& a = st->a;
           a = RowNormArgs{};
           a.kind = op.kind;
@@ -131,7 +132,7 @@ void AddRowCases(int64_t offset, std::vector<BenchCase>* out) {
       st->k = std::make_unique<Buf>(t, n, 2, offset);
       st->qo = std::make_unique<Buf>(t, n, 3, offset);
       st->ko = std::make_unique<Buf>(t, n, 4, offset);
-      st->w = std::make_unique<Buf>(DType::kF32, cols, 5, offset);
+      st->w = std::make_unique<Buf>(typed_params ? t : DType::kF32, cols, 5, offset);
       for (auto [a, in, o] : {std::tuple{&st->aq, st->q.get(), st->qo.get()},
                               std::tuple{&st->ak, st->k.get(), st->ko.get()}}) {
         *a = RowNormArgs{};
@@ -259,9 +260,9 @@ void AddChannelCases(int64_t offset, std::vector<BenchCase>* out) {
 
 }  // namespace
 
-std::vector<BenchCase> AllCases(int64_t offset) {
+std::vector<BenchCase> AllCases(int64_t offset, bool typed_params) {
   std::vector<BenchCase> cases;
-  AddRowCases(offset, &cases);
+  AddRowCases(offset, typed_params, &cases);
   AddChannelCases(offset, &cases);
   return cases;
 }

@@ -32,8 +32,9 @@ struct BenchCase {
 // `offset`: every buffer a case allocates (inputs, outputs, parameters) starts that many
 // bytes past a 64-byte boundary. 0 is the kernels' best case; a server's are where its
 // transport put them (a parsed protobuf `bytes` field, glibc malloc: 16 bytes past a page
-// for large ones, a multiple of 16 otherwise).
-std::vector<BenchCase> AllCases(int64_t offset = 0);
+// for large ones, a multiple of 16 otherwise). `typed_params`: the row ops' weight and bias
+// in the input's dtype (as a bf16 or f16 model's are), else fp32; the channel ops' are fp32.
+std::vector<BenchCase> AllCases(int64_t offset = 0, bool typed_params = false);
 
 }  // namespace normd::kernels::bench
 

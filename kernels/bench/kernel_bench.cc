@@ -22,12 +22,16 @@
 // parsed protobuf `bytes` fields (16 bytes past a page for large ones). Without it they
 // start on a page (AllocatePageAligned), and memcpy's buffers always do.
 //
+// With --params input the row ops' weight and bias are in the input's dtype, as a bf16 or
+// f16 model's are (the backend reads them in place where their output fits in cache, and
+// widens them once a call otherwise); by default they are fp32.
+//
 // With --cuda it times the CUDA kernels instead, on device-resident tensors beside a
 // device-to-device copy (cuda_bench.cc).
 //
 //   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
 //                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
-//                      [--spaced-us N] [--offset N]
+//                      [--spaced-us N] [--offset N] [--params f32|input]
 //   normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] [--min-time SECONDS]
 #include <algorithm>
 #include <chrono>
@@ -109,6 +113,7 @@ int Main(int argc, char** argv) {
   bool reference = true;
   int spaced_us = 0;
   int64_t offset = 0;
+  bool typed_params = false;
   bool cuda = false;
   int device = 0;
   CpuBackendOptions options;
@@ -135,6 +140,9 @@ int Main(int argc, char** argv) {
     } else if (a == "--offset" && i + 1 < argc && std::atoll(argv[i + 1]) % 4 == 0 &&
                std::atoll(argv[i + 1]) >= 0 && std::atoll(argv[i + 1]) <= 4096) {
       offset = std::atoll(argv[++i]);  // whole f32 elements, as malloc places them
+    } else if (a == "--params" && i + 1 < argc &&
+               (std::strcmp(argv[i + 1], "f32") == 0 || std::strcmp(argv[i + 1], "input") == 0)) {
+      typed_params = std::strcmp(argv[++i], "input") == 0;
     } else if (a == "--no-reference") {
       reference = false;
     } else if (a == "--cuda") {
@@ -145,7 +153,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
                    "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME] "
-                   "[--spaced-us N] [--offset N]\n"
+                   "[--spaced-us N] [--offset N] [--params f32|input]\n"
                    "       normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] "
                    "[--min-time S]\n");
       return 2;
@@ -161,7 +169,7 @@ int Main(int argc, char** argv) {
                 cpu.device().c_str(), spaced_us);
     std::printf("%-22s %-5s %-16s %9s %9s %9s\n", "op", "dtype", "shape", "1t us", "all us",
                 "all/1t");
-    for (BenchCase& c : AllCases(offset)) {
+    for (BenchCase& c : AllCases(offset, typed_params)) {
       if (!std::regex_search(absl::StrCat(c.op, "/", c.dtype, "/", c.shape), re)) continue;
       c.setup();
       const double one = TimeSpaced([&] { c.run(cpu, 1); }, spaced_us, min_time);
@@ -173,13 +181,14 @@ int Main(int argc, char** argv) {
     }
     return 0;
   }
-  std::printf("normd-kernel-bench: %s; memcpy and kernels timed in the same run\n",
-              cpu.device().c_str());
+  std::printf("normd-kernel-bench: %s; memcpy and kernels timed in the same run%s\n",
+              cpu.device().c_str(),
+              typed_params ? "; row ops' weight and bias in the input's dtype" : "");
   std::printf("%-22s %-5s %-16s %9s %9s %6s %9s %9s %6s %9s %16s\n", "op", "dtype", "shape",
               "1t GB/s", "memcpy", "ratio", "all GB/s", "memcpy", "ratio", "ref GB/s",
               "1t ns (memcpy)");
   std::vector<Row> rows;
-  for (BenchCase& c : AllCases(offset)) {
+  for (BenchCase& c : AllCases(offset, typed_params)) {
     const std::string name = absl::StrCat(c.op, "/", c.dtype, "/", c.shape);
     if (!std::regex_search(name, re)) continue;
     c.setup();

@@ -120,7 +120,10 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
   const V vlos = hn::Set(d, -(e.lo * e.scale));
   const V valpha = hn::Set(d, e.alpha);
-  const float *weight = e.weight, *bias = e.bias;  // locals: y's stores could alias e
+  // Locals: y's stores could alias e. fp32: the one-loop pass never gets parameters in the
+  // input's dtype (ParamsInPlace, row_plan.h: outputs in cache only).
+  const float *weight = static_cast<const float*>(e.weight),
+              *bias = static_cast<const float*>(e.bias);
   // kS: this row's skip, added last. The next row's (rows are contiguous) is fetched a block
   // at a time beside its input, for its epilogue in the next call, as the two passes'
   // epilogue fetches it whole (the skip is read nowhere else).

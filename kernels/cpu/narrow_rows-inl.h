@@ -173,13 +173,16 @@ HWY_INLINE void NarrowGroupStore(const RowNormArgs& a, const RowParams& p, int64
   // output does (n is a multiple of N), so all or none of a call's rows stream.
   const bool stream =
       p.stream && reinterpret_cast<uintptr_t>(a.y.data) % (hn::Lanes(D()) * esize) == 0;
+  // fp32: narrow rows are taken only with fp32 parameters (RowNormRowsImpl).
+  const float* weight = static_cast<const float*>(p.weight);
+  const float* bias = static_cast<const float*>(p.bias);
   for (int k = 0; k < kG; ++k) {
     const void* x = Offset(a.x.data, kT, (r + k) * n);
     void* y = Offset(a.y.data, kT, (r + k) * n);
     if (stream) {
-      NarrowRowStore<true, kT, kCast, kW, kB>(x, n, st.scale[k], p.weight, p.bias, y);
+      NarrowRowStore<true, kT, kCast, kW, kB>(x, n, st.scale[k], weight, bias, y);
     } else {
-      NarrowRowStore<false, kT, kCast, kW, kB>(x, n, st.scale[k], p.weight, p.bias, y);
+      NarrowRowStore<false, kT, kCast, kW, kB>(x, n, st.scale[k], weight, bias, y);
     }
   }
 }

@@ -26,9 +26,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct Epilogue {
   float hi = 0, lo = 0;  // LayerNorm: the mean as hi + lo, subtracted first; else zero
   float scale = 1;
-  const float* weight = nullptr;  // fp32, not padded
-  const float* bias = nullptr;    // fp32, not padded
-  const void* skip = nullptr;     // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
+  // fp32, or the input's dtype where the instantiation reads them so (kP); not padded.
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const void* skip = nullptr;  // NORM_THEN_ADD: alpha * skip (the input's dtype) added last
   float alpha = 1;
   // Plain stores from the row's end back (Backwards, row_norm_simd.cc); only without
   // prefetch or streaming.
@@ -127,9 +128,10 @@ HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V 
 // is read from `src` as kSrc: the fp32 buffer or f32 row (F32), or the f16/bf16 input in
 // place (kIn), widened again here rather than stored widened and loaded back; kR: with
 // e.skip added to it first (a residual add's h formed again from x and skip in cache).
-// !kM: the row has no mean (NoMean), x * scale. EpilogueStore picks kM.
+// !kM: the row has no mean (NoMean), x * scale. EpilogueStore picks kM. The weight and bias
+// are read as kP: fp32, or f16/bf16 widened in registers (ParamsInPlace, row_plan.h).
 template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR,
-          bool kM>
+          bool kM, DType kP>
 HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
   constexpr DType t = kOut;
   const D d;
@@ -141,7 +143,7 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   const V vlos = hn::Set(d, -(e.lo * e.scale));
   const V valpha = hn::Set(d, e.alpha);
   // Locals: stores through `out` could alias `e` as far as the compiler knows.
-  const float *weight = e.weight, *bias = e.bias;
+  const void *weight = e.weight, *bias = e.bias;
   const void* skip = e.skip;
   // always_inline: a call per vector would return it through memory. The vectors are
   // captured by value, and `tail` captures by value too: where GCC did not inline `tail`,
@@ -150,13 +152,13 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   // loads a vector. LayerNorm then add bf16 1x4096, one thread: 1117 -> 920 ns
   // (BENCHMARKS.md, issue 16, twenty-sixth session).
   const auto compute =
-      [ d, vhi, vs, vlos, valpha ](const void* x, const float* w, const float* b, const void* sk)
+      [ d, vhi, vs, vlos, valpha ](const void* x, const void* w, const void* b, const void* sk)
           HWY_ATTR __attribute__((always_inline)) {
     // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
     // row in place (RowSource), x is not vector-aligned.
     return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS, kR, kM>(
-        d, x, vhi, vs, vlos, kW ? hn::LoadU(d, w) : hn::Zero(d), kB ? hn::LoadU(d, b) : hn::Zero(d),
-        valpha, sk);
+        d, x, vhi, vs, vlos, kW ? LoadAs<kP>(d, w) : hn::Zero(d),
+        kB ? LoadAs<kP>(d, b) : hn::Zero(d), valpha, sk);
   };
   const char* prefetch = e.prefetch;
   const int64_t psize = e.prefetch_size;
@@ -165,19 +167,19 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   const int64_t scount = pskip != nullptr ? (kS ? n : pcount) : 0;
   const auto at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     // No arithmetic on an absent (null) parameter: UB even when never read.
-    return compute(Offset(src, kSrc, i), kW ? weight + i : nullptr, kB ? bias + i : nullptr,
-                   kS || kR ? Offset(skip, kIn, i) : nullptr);
+    return compute(Offset(src, kSrc, i), kW ? Offset(weight, kP, i) : nullptr,
+                   kB ? Offset(bias, kP, i) : nullptr, kS || kR ? Offset(skip, kIn, i) : nullptr);
   };
   const size_t esize = ElementSize(t);
   // A partial vector: the row, parameters and skip from zero-padded copies (the caller's
   // arrays end at n), the result through a stack buffer.
   const auto tail = [=](int64_t i, int64_t count) HWY_ATTR {
-    alignas(64) float tw[64] = {}, tb[64] = {};
     alignas(64) unsigned char tx[64 * 4] = {}, ts[64 * 4] = {}, part[64 * 4];
-    const size_t floats = static_cast<size_t>(count) * sizeof(float);
+    alignas(64) unsigned char tw[64 * 4] = {}, tb[64 * 4] = {};
+    const size_t params = static_cast<size_t>(count) * ElementSize(kP);
     std::memcpy(tx, Offset(src, kSrc, i), static_cast<size_t>(count) * ElementSize(kSrc));
-    if constexpr (kW) std::memcpy(tw, weight + i, floats);
-    if constexpr (kB) std::memcpy(tb, bias + i, floats);
+    if constexpr (kW) std::memcpy(tw, Offset(weight, kP, i), params);
+    if constexpr (kB) std::memcpy(tb, Offset(bias, kP, i), params);
     if constexpr (kS || kR) {
       std::memcpy(ts, Offset(skip, kIn, i), static_cast<size_t>(count) * ElementSize(kIn));
     }
@@ -299,15 +301,16 @@ inline bool NoMean(const Epilogue& e) {
   return hi_bits == 0 && los_bits == 0x80000000u;
 }
 
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false>
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false,
+          DType kP = DType::kF32>
 void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
   // RMSNorm and L2 have no bias: rows with one (LayerNorm) do without the second copy.
   if constexpr (!kB) {
     if (NoMean(e)) {
-      return EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, false>(src, n, e, out, stream);
+      return EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, false, kP>(src, n, e, out, stream);
     }
   }
-  EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, true>(src, n, e, out, stream);
+  EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, true, kP>(src, n, e, out, stream);
 }
 
 using EpilogueStoreFn = void (*)(const void* src, int64_t n, const Epilogue& e, void* out,
@@ -318,7 +321,8 @@ using EpilogueStoreFn = void (*)(const void* src, int64_t n, const Epilogue& e, 
 // and a bias, a 4096-wide f32 row's x, w, b and y are 64 KiB, more than this core's 48 KiB L1, so
 // that w and b came from L2 for every row (LayerNorm f32 16x2048 ran 24% faster than 8x4096, the
 // same bytes). Per element the arithmetic is EpilogueStore's, so the outputs are the same bits.
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS,
+          DType kP = DType::kF32>
 void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogue& e0,
                     const Epilogue& e1, void* out0, void* out1) {
   const D d;
@@ -328,14 +332,14 @@ void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogu
   const V vhi1 = hn::Set(d, e1.hi), vs1 = hn::Set(d, e1.scale),
           vlos1 = hn::Set(d, -(e1.lo * e1.scale));
   const V valpha = hn::Set(d, e0.alpha);
-  const float *weight = e0.weight, *bias = e0.bias;
+  const void *weight = e0.weight, *bias = e0.bias;
   const void *skip0 = e0.skip, *skip1 = e1.skip;
   const int64_t whole = n / N * N;
   // Both rows' vectors at i.
   const auto values = [&](int64_t i, V * y0, V * y1) HWY_ATTR __attribute__((always_inline)) {
     // Loaded once for both rows (InRegister).
-    const V w = kW ? InRegister(hn::LoadU(d, weight + i)) : hn::Zero(d);
-    const V b = kB ? InRegister(hn::LoadU(d, bias + i)) : hn::Zero(d);
+    const V w = kW ? InRegister(LoadAs<kP>(d, Offset(weight, kP, i))) : hn::Zero(d);
+    const V b = kB ? InRegister(LoadAs<kP>(d, Offset(bias, kP, i))) : hn::Zero(d);
     *y0 = EpilogueValue<kIn, kSrc, kCast, kW, kB, kS>(d, Offset(src0, kSrc, i), vhi0, vs0, vlos0, w,
                                                       b, valpha,
                                                       kS ? Offset(skip0, kIn, i) : nullptr);
@@ -375,11 +379,11 @@ void EpilogueStore2(const void* src0, const void* src1, int64_t n, const Epilogu
   if (const int64_t i = whole; i < n) {
     for (int k = 0; k < 2; ++k) {
       Epilogue e = k == 0 ? e0 : e1;
-      if constexpr (kW) e.weight = weight + i;
-      if constexpr (kB) e.bias = bias + i;
+      if constexpr (kW) e.weight = Offset(weight, kP, i);
+      if constexpr (kB) e.bias = Offset(bias, kP, i);
       if constexpr (kS) e.skip = Offset(e.skip, kIn, i);
       e.prefetch = nullptr;
-      EpilogueStore<kOut, kIn, kSrc, kCast, kW, kB, kS>(
+      EpilogueStore<kOut, kIn, kSrc, kCast, kW, kB, kS, false, kP>(
           Offset(k == 0 ? src0 : src1, kSrc, i), n - i, e, Offset(k == 0 ? out0 : out1, kOut, i),
           false);
     }

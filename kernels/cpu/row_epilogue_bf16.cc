@@ -16,7 +16,8 @@ HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
 namespace HWY_NAMESPACE {
 
-template EpilogueFns PickEpilogueStore<DType::kBF16>(DType, bool, bool, bool, bool, bool, bool);
+template EpilogueFns PickEpilogueStore<DType::kBF16>(DType, bool, bool, bool, bool, bool, bool,
+                                                     bool);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu

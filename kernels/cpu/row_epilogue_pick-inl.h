@@ -25,10 +25,11 @@ struct EpilogueFns {
 
 // The instantiation for the runtime choices. kIn matters only with a cast or a skip, or
 // as the source's dtype; other epilogues share the F32 one whatever the input.
-template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS>
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS,
+          DType kP = DType::kF32>
 EpilogueFns EpilogueFnsOf() {
-  return {&EpilogueStore<kOut, kIn, kSrc, kCast, kW, kB, kS>,
-          &EpilogueStore2<kOut, kIn, kSrc, kCast, kW, kB, kS>};
+  return {&EpilogueStore<kOut, kIn, kSrc, kCast, kW, kB, kS, false, kP>,
+          &EpilogueStore2<kOut, kIn, kSrc, kCast, kW, kB, kS, kP>};
 }
 
 template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kS>
@@ -39,6 +40,32 @@ EpilogueFns PickEpilogueStore(bool w, bool b) {
   }
   return b ? EpilogueFnsOf<kOut, kIn, kSrc, kCast, false, true, kS>()
            : EpilogueFnsOf<kOut, kIn, kSrc, kCast, false, false, kS>();
+}
+
+// The same with the weight and bias read in kIn's dtype (ParamsInPlace, row_plan.h), at
+// least one of them present; instantiated only where the output's dtype is kIn's.
+template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kS>
+EpilogueFns PickTypedParamsEpilogue(bool w, bool b) {
+  if constexpr (kOut == kIn && kIn != DType::kF32) {
+    if (w) {
+      return b ? EpilogueFnsOf<kOut, kIn, kSrc, kCast, true, true, kS, kIn>()
+               : EpilogueFnsOf<kOut, kIn, kSrc, kCast, true, false, kS, kIn>();
+    }
+    if (b) return EpilogueFnsOf<kOut, kIn, kSrc, kCast, false, true, kS, kIn>();
+  }
+  (void)w;
+  (void)b;
+  return {};
+}
+
+template <DType kOut, DType kIn, DType kSrc>
+EpilogueFns PickTypedParamsEpilogue(bool cast, bool w, bool b, bool s) {
+  if (cast) {
+    return s ? PickTypedParamsEpilogue<kOut, kIn, kSrc, true, true>(w, b)
+             : PickTypedParamsEpilogue<kOut, kIn, kSrc, true, false>(w, b);
+  }
+  return s ? PickTypedParamsEpilogue<kOut, kIn, kSrc, false, true>(w, b)
+           : PickTypedParamsEpilogue<kOut, kIn, kSrc, false, false>(w, b);
 }
 
 template <DType kOut, DType kIn, DType kSrc>
@@ -75,18 +102,31 @@ EpilogueStoreFn PickReformEpilogue(bool w, bool b) {
 
 // `src_in`: the row is read as the input's dtype (f16/bf16 in place), else as fp32.
 // `reform`: (f16/bf16, no cast, no skip added last) the row is the input plus alpha * skip,
-// formed again; only the one-row form.
+// formed again; only the one-row form. `typed_params`: the weight and bias are in the
+// input's dtype, which is the output's (ParamsInPlace, row_plan.h; never with `reform`);
+// null functions where that does not hold.
 template <DType kOut>
-EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s,
-                              bool reform) {
+EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s, bool reform,
+                              bool typed_params) {
   switch (in) {
     case DType::kF32:
+      if (typed_params) return {};
       return PickEpilogueStore<kOut, DType::kF32, DType::kF32>(false, w, b, s);
     case DType::kF16:
+      if (typed_params) {
+        if (reform) return {};
+        return src_in ? PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
+                      : PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
+      }
       if (reform) return {PickReformEpilogue<kOut, DType::kF16>(w, b), nullptr};
       return src_in ? PickEpilogueStore<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
                     : PickEpilogueStore<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
     case DType::kBF16:
+      if (typed_params) {
+        if (reform) return {};
+        return src_in ? PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
+                      : PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
+      }
       if (reform) return {PickReformEpilogue<kOut, DType::kBF16>(w, b), nullptr};
       return src_in ? PickEpilogueStore<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
                     : PickEpilogueStore<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
@@ -99,21 +139,21 @@ EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, 
 // in row_norm_simd.cc, with LoadRow's and the narrow rows' instantiations, they made one
 // file of 657 s (a Release build on a 2-core Zen 3 VM; now 157-194 s each, and 11 s left).
 extern template EpilogueFns PickEpilogueStore<DType::kF32>(DType, bool, bool, bool, bool, bool,
-                                                           bool);
+                                                           bool, bool);
 extern template EpilogueFns PickEpilogueStore<DType::kF16>(DType, bool, bool, bool, bool, bool,
-                                                           bool);
+                                                           bool, bool);
 extern template EpilogueFns PickEpilogueStore<DType::kBF16>(DType, bool, bool, bool, bool, bool,
-                                                            bool);
+                                                            bool, bool);
 
 inline EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b,
-                                     bool s, bool reform = false) {
+                                     bool s, bool reform = false, bool typed_params = false) {
   switch (out) {
     case DType::kF32:
-      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s, reform);
+      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s, reform, typed_params);
     case DType::kF16:
-      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s, reform);
+      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s, reform, typed_params);
     case DType::kBF16:
-      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s, reform);
+      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s, reform, typed_params);
   }
   return {};
 }

@@ -8,6 +8,7 @@
 #include "kernels/cpu/aligned_scratch.h"
 #include "kernels/cpu/bf16_nan.h"
 #include "kernels/cpu/row_norm_simd.h"
+#include "kernels/cpu/row_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
 
@@ -81,27 +82,35 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   if (scratch.size() < 2 * segments.size()) scratch.resize(2 * segments.size());
   int64_t rows = 0, elements = 0, out_bytes = 0;
   DType in = DType::kF32, out = DType::kF32;
+  for (const RowNormArgs& a : segments) out_bytes += a.rows * a.cols * ElementSize(a.y.dtype);
+  // Store kind never changes values, so a segment's result does not depend on its batch;
+  // nor does where its parameters are read from.
+  const bool stream = out_bytes > options_.stream_bytes;
   for (const RowNormArgs& a : segments) {
     if (a.rows == 0 || a.cols == 0) continue;
     // (offset + weight) is formed in fp32, as docs/semantics.md defines it.
     const float offset = a.kind == RowNormKind::kRms ? static_cast<float>(a.weight_offset) : 0.0f;
     Segment& s = segs.emplace_back();
     s.args = &a;
-    const size_t k = 2 * (segs.size() - 1);
-    const bool bf16 = a.x.dtype == DType::kBF16 || a.y.dtype == DType::kBF16;
-    s.params.weight = F32Param(a.weight, a.cols, offset, bf16, &scratch[k]);
-    s.params.bias = F32Param(a.bias, a.cols, 0.0f, bf16, &scratch[k + 1]);
+    s.params.stream = stream;
+    if (cpu::ParamsInPlace(a, offset, stream)) {
+      // f16/bf16 widened exactly in registers (a bf16 NaN keeps zero low bits).
+      s.params.weight = a.weight.present() ? a.weight.data : nullptr;
+      s.params.bias = a.bias.present() ? a.bias.data : nullptr;
+      s.params.dtype = a.x.dtype;
+    } else {
+      const size_t k = 2 * (segs.size() - 1);
+      const bool bf16 = a.x.dtype == DType::kBF16 || a.y.dtype == DType::kBF16;
+      s.params.weight = F32Param(a.weight, a.cols, offset, bf16, &scratch[k]);
+      s.params.bias = F32Param(a.bias, a.cols, 0.0f, bf16, &scratch[k + 1]);
+    }
     s.first_row = rows;
     rows += a.rows;
     elements += a.rows * a.cols;
-    out_bytes += a.rows * a.cols * ElementSize(a.y.dtype);
     in = a.x.dtype;
     out = a.y.dtype;
   }
   if (segs.empty()) return absl::OkStatus();
-  // Store kind never changes values, so a segment's result does not depend on its batch.
-  const bool stream = out_bytes > options_.stream_bytes;
-  for (Segment& s : segs) s.params.stream = stream;
   // Mixed dtypes count as their last segment's: only the thread count depends on it.
   max_threads = ThreadsFor(elements, in, out, max_threads);
   pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {

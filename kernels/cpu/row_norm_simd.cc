@@ -209,9 +209,11 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       p.stream ? PickLoadRow(t, StatOf(a), add_then_norm, a.h.present(), !source.in_place, true)
                : load;
   const size_t h_align = hn::Lanes(D()) * ElementSize(t);
+  // Parameters in the input's dtype come only with outputs in cache (ParamsInPlace), which
+  // take neither the one-loop pass nor the paired epilogue below (both read fp32 copies).
   const EpilogueFns epilogue =
       PickEpilogueStore(a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr,
-                        norm_then_add, source.reform);
+                        norm_then_add, source.reform, p.dtype != DType::kF32);
   // Row r's input, its h (or null) and the skip its statistics add (or null).
   struct RowAt {
     const void* x;
@@ -288,9 +290,11 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
                                norm_then_add, source.reform)
           : nullptr;
   PairedParams paired_params;
-  const PairedParams* const paired = fused != nullptr || paired_run != nullptr
-                                         ? PairParams(t, p.weight, p.bias, cols, &paired_params)
-                                         : nullptr;
+  const PairedParams* const paired =
+      fused != nullptr || paired_run != nullptr
+          ? PairParams(t, static_cast<const float*>(p.weight), static_cast<const float*>(p.bias),
+                       cols, &paired_params)
+          : nullptr;
   // Elements [begin, end) of row `src`'s epilogue `er` (read in place) into row y, from
   // EpilogueStore.
   const auto part = [&](const void* src, const Epilogue& er, int64_t begin, int64_t end, void* y) {
@@ -298,8 +302,8 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     Epilogue at = er;
     at.prefetch = nullptr;
     at.prefetch_skip = nullptr;
-    if (at.weight != nullptr) at.weight += begin;
-    if (at.bias != nullptr) at.bias += begin;
+    if (at.weight != nullptr) at.weight = Offset(at.weight, p.dtype, begin);
+    if (at.bias != nullptr) at.bias = Offset(at.bias, p.dtype, begin);
     if (at.skip != nullptr) at.skip = Offset(at.skip, t, begin);
     epilogue.one(Offset(src, t, begin), end - begin, at, Offset(y, t, begin), true);
   };
@@ -377,7 +381,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
 }
 
 void RowNormRowsImpl(const RowNormArgs& a, const RowParams& p, int64_t row_begin, int64_t row_end) {
-  if (NarrowEligible(a, StatCols(a))) {
+  if (p.dtype == DType::kF32 && NarrowEligible(a, StatCols(a))) {
     return PickNarrowRows(a, p)(a, p, row_begin, row_end, GeneralRows);
   }
   GeneralRows(a, p, row_begin, row_end);

@@ -10,11 +10,14 @@
 
 namespace normd::kernels::cpu {
 
-// Per-call constants prepared once: (offset + weight) and bias in fp32 (nullptr when
-// absent), `cols` floats each: the kernel reads nothing past them.
+// Per-call constants prepared once: (offset + weight) and bias (nullptr when absent), `cols`
+// elements each of `dtype`: fp32 (the caller's arrays, or widened), or the caller's f16/bf16
+// arrays read in place where row_plan.h's ParamsInPlace says. The kernel reads nothing past
+// them.
 struct RowParams {
-  const float* weight = nullptr;
-  const float* bias = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  DType dtype = DType::kF32;
   bool stream = false;  // non-temporal stores: the output is larger than the last-level cache
 };
 

@@ -84,6 +84,31 @@ constexpr int64_t kGroupedStreamCols = 4096;
 // row instead: 7-9% slower there, but for LayerNorm bf16).
 constexpr int64_t kPrefetchBytes = 16 << 10;
 
+// Whether the epilogue reads an f16/bf16 weight and bias in place, widening each vector in
+// registers, rather than fp32 copies widened once a call (RowParams): for outputs in cache
+// (not streamed) in the input's dtype, rows longer than kShortRowCols, and no offset
+// (Gemma's 1 + w is formed in fp32 once). The copies cost a 1x4096 call as much as its own
+// arithmetic (their stores, and 16-32 KiB of fp32 beside the row in a 48 KiB L1). With a
+// bias or a residual, whose rows fill L1 beside fp32 parameters, in place gains at any
+// count of rows; a weight alone (RMSNorm, Hugging Face's, partial) only below
+// kParamsInPlaceRows rows, where the widening is not yet paid back: there the copy is read
+// from L1 by every row, and the widening in registers repeats per row. One thread on the
+// Intel VM, f16/bf16 with parameters in their dtype (BENCHMARKS.md, issue 16, fifty-sixth
+// session), ns per 1x4096 call: LayerNorm 1426-1466 -> 742-774, fused add+LayerNorm
+// 1644-1770 -> 954-964, RMSNorm 672-762 -> 535-551; at 8x4096 and 64x4096, LayerNorm, the
+// fused adds and LayerNorm then add f16 +11-33%, bf16 -11% to +13%; RMSNorm alone -3% to
+// -10% (so in place only below 4 rows).
+// Large outputs keep the copies, read once a call by thousands of rows (and by the one-loop
+// pass and the paired epilogue, which take fp32).
+constexpr int64_t kParamsInPlaceRows = 4;
+inline bool ParamsInPlace(const RowNormArgs& a, float offset, bool stream) {
+  const DType t = a.x.dtype;
+  const bool w = a.weight.present(), b = a.bias.present();
+  return t != DType::kF32 && a.y.dtype == t && !stream && a.cols > kShortRowCols &&
+         offset == 0.0f && (w || b) && (!w || a.weight.dtype == t) && (!b || a.bias.dtype == t) &&
+         (b || a.residual != ResidualPlacement::kNone || a.rows < kParamsInPlaceRows);
+}
+
 // Whether all of the next row fits beside what a row's epilogue reads: the row (in place or
 // its fp32 buffer), the fp32 weight and bias, a skip it adds, and the next row's input and
 // skip, together less than half of L2. Then the epilogue prefetches all of the next row,
@@ -99,9 +124,10 @@ constexpr int64_t kPrefetchBytes = 16 << 10;
 inline bool WholeNextRowFits(const RowNormArgs& a, const RowSource& source, const RowParams& p) {
   const int64_t in = a.cols * static_cast<int64_t>(ElementSize(a.x.dtype));
   const int64_t f32 = a.cols * static_cast<int64_t>(sizeof(float));
+  const int64_t param = a.cols * static_cast<int64_t>(ElementSize(p.dtype));
   const bool skip = a.residual == ResidualPlacement::kNormThenAdd || source.reform;
-  const int64_t bytes = (source.in_place ? in : f32) + (p.weight != nullptr ? f32 : 0) +
-                        (p.bias != nullptr ? f32 : 0) + (skip ? 2 * in : 0) + in;
+  const int64_t bytes = (source.in_place ? in : f32) + (p.weight != nullptr ? param : 0) +
+                        (p.bias != nullptr ? param : 0) + (skip ? 2 * in : 0) + in;
   return 2 * bytes < L2CacheBytes();
 }
 
