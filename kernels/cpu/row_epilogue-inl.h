@@ -26,6 +26,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct Epilogue {
   float hi = 0, lo = 0;  // LayerNorm: the mean as hi + lo, subtracted first; else zero
   float scale = 1;
+  float offset = 0;  // Gemma's, added to the weight in registers where the instantiation says (kO)
   // fp32, or the input's dtype where the instantiation reads them so (kP); not padded.
   const void* weight = nullptr;
   const void* bias = nullptr;
@@ -45,6 +46,8 @@ struct Epilogue {
   int64_t prefetch_count = 0;
   const char* prefetch_skip = nullptr;
 };
+// The offset sits in what was padding: this struct is copied per row (above).
+static_assert(sizeof(void*) != 8 || sizeof(Epilogue) == 80, "Epilogue grew");
 
 // One vector of the epilogue below from x widened to fp32 (`v`, h where a residual was added
 // first): the weight and bias vectors given (ignored when absent), the skip (widened from
@@ -129,9 +132,10 @@ HWY_INLINE V EpilogueValue(D d, const void* x, V vhi, V vs, V vlos, V w, V b, V 
 // place (kIn), widened again here rather than stored widened and loaded back; kR: with
 // e.skip added to it first (a residual add's h formed again from x and skip in cache).
 // !kM: the row has no mean (NoMean), x * scale. EpilogueStore picks kM. The weight and bias
-// are read as kP: fp32, or f16/bf16 widened in registers (ParamsInPlace, row_plan.h).
+// are read as kP: fp32, or f16/bf16 widened in registers (ParamsInPlace, row_plan.h); kO:
+// with e.offset added to the weight there, in fp32 as docs/semantics.md forms offset + w.
 template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR,
-          bool kM, DType kP>
+          bool kM, DType kP, bool kO>
 HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
   constexpr DType t = kOut;
   const D d;
@@ -142,6 +146,7 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
   const V vlos = hn::Set(d, -(e.lo * e.scale));
   const V valpha = hn::Set(d, e.alpha);
+  const V voffset = hn::Set(d, e.offset);
   // Locals: stores through `out` could alias `e` as far as the compiler knows.
   const void *weight = e.weight, *bias = e.bias;
   const void* skip = e.skip;
@@ -151,14 +156,16 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   // after every store through `out` (which might alias them as far as GCC knew), four more
   // loads a vector. LayerNorm then add bf16 1x4096, one thread: 1117 -> 920 ns
   // (BENCHMARKS.md, issue 16, twenty-sixth session).
-  const auto compute =
-      [ d, vhi, vs, vlos, valpha ](const void* x, const void* w, const void* b, const void* sk)
-          HWY_ATTR __attribute__((always_inline)) {
+  const auto compute = [ d, vhi, vs, vlos, valpha,
+                         voffset ](const void* x, const void* w, const void* b, const void* sk)
+      HWY_ATTR __attribute__((always_inline)) {
     // Unaligned loads: after a streamed output's unaligned head, or reading the caller's
     // row in place (RowSource), x is not vector-aligned.
+    V vw = kW ? LoadAs<kP>(d, w) : hn::Zero(d);
+    if constexpr (kO) vw = hn::Add(vw, voffset);
+    (void)voffset;
     return EpilogueValue<kIn, kSrc, kCast, kW, kB, kS, kR, kM>(
-        d, x, vhi, vs, vlos, kW ? LoadAs<kP>(d, w) : hn::Zero(d),
-        kB ? LoadAs<kP>(d, b) : hn::Zero(d), valpha, sk);
+        d, x, vhi, vs, vlos, vw, kB ? LoadAs<kP>(d, b) : hn::Zero(d), valpha, sk);
   };
   const char* prefetch = e.prefetch;
   const int64_t psize = e.prefetch_size;
@@ -302,15 +309,16 @@ inline bool NoMean(const Epilogue& e) {
 }
 
 template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kW, bool kB, bool kS, bool kR = false,
-          DType kP = DType::kF32>
+          DType kP = DType::kF32, bool kO = false>
 void EpilogueStore(const void* src, int64_t n, const Epilogue& e, void* out, bool stream) {
   // RMSNorm and L2 have no bias: rows with one (LayerNorm) do without the second copy.
   if constexpr (!kB) {
     if (NoMean(e)) {
-      return EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, false, kP>(src, n, e, out, stream);
+      return EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, false, kP, kO>(src, n, e, out,
+                                                                                stream);
     }
   }
-  EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, true, kP>(src, n, e, out, stream);
+  EpilogueRun<kOut, kIn, kSrc, kCast, kW, kB, kS, kR, true, kP, kO>(src, n, e, out, stream);
 }
 
 using EpilogueStoreFn = void (*)(const void* src, int64_t n, const Epilogue& e, void* out,

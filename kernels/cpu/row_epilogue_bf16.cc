@@ -17,7 +17,7 @@ namespace normd::kernels::cpu {
 namespace HWY_NAMESPACE {
 
 template EpilogueFns PickEpilogueStore<DType::kBF16>(DType, bool, bool, bool, bool, bool, bool,
-                                                     bool);
+                                                     bool, bool);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu

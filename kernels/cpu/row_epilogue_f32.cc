@@ -16,7 +16,7 @@ HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
 namespace HWY_NAMESPACE {
 
-template EpilogueFns PickEpilogueStore<DType::kF32>(DType, bool, bool, bool, bool, bool, bool,
+template EpilogueFns PickEpilogueStore<DType::kF32>(DType, bool, bool, bool, bool, bool, bool, bool,
                                                     bool);
 
 }  // namespace HWY_NAMESPACE

@@ -43,10 +43,16 @@ EpilogueFns PickEpilogueStore(bool w, bool b) {
 }
 
 // The same with the weight and bias read in kIn's dtype (ParamsInPlace, row_plan.h), at
-// least one of them present; instantiated only where the output's dtype is kIn's.
+// least one of them present; instantiated only where the output's dtype is kIn's. With an
+// offset (Gemma's 1 + w, a weight and no bias) the one-row form only: rows go in pairs only
+// with a bias.
 template <DType kOut, DType kIn, DType kSrc, bool kCast, bool kS>
-EpilogueFns PickTypedParamsEpilogue(bool w, bool b) {
+EpilogueFns PickTypedParamsEpilogue(bool w, bool b, bool offset) {
   if constexpr (kOut == kIn && kIn != DType::kF32) {
+    if (offset) {
+      if (!w || b) return {};
+      return {&EpilogueStore<kOut, kIn, kSrc, kCast, true, false, kS, false, kIn, true>, nullptr};
+    }
     if (w) {
       return b ? EpilogueFnsOf<kOut, kIn, kSrc, kCast, true, true, kS, kIn>()
                : EpilogueFnsOf<kOut, kIn, kSrc, kCast, true, false, kS, kIn>();
@@ -55,17 +61,18 @@ EpilogueFns PickTypedParamsEpilogue(bool w, bool b) {
   }
   (void)w;
   (void)b;
+  (void)offset;
   return {};
 }
 
 template <DType kOut, DType kIn, DType kSrc>
-EpilogueFns PickTypedParamsEpilogue(bool cast, bool w, bool b, bool s) {
+EpilogueFns PickTypedParamsEpilogue(bool cast, bool w, bool b, bool s, bool offset) {
   if (cast) {
-    return s ? PickTypedParamsEpilogue<kOut, kIn, kSrc, true, true>(w, b)
-             : PickTypedParamsEpilogue<kOut, kIn, kSrc, true, false>(w, b);
+    return s ? PickTypedParamsEpilogue<kOut, kIn, kSrc, true, true>(w, b, offset)
+             : PickTypedParamsEpilogue<kOut, kIn, kSrc, true, false>(w, b, offset);
   }
-  return s ? PickTypedParamsEpilogue<kOut, kIn, kSrc, false, true>(w, b)
-           : PickTypedParamsEpilogue<kOut, kIn, kSrc, false, false>(w, b);
+  return s ? PickTypedParamsEpilogue<kOut, kIn, kSrc, false, true>(w, b, offset)
+           : PickTypedParamsEpilogue<kOut, kIn, kSrc, false, false>(w, b, offset);
 }
 
 template <DType kOut, DType kIn, DType kSrc>
@@ -104,29 +111,35 @@ EpilogueStoreFn PickReformEpilogue(bool w, bool b) {
 // `reform`: (f16/bf16, no cast, no skip added last) the row is the input plus alpha * skip,
 // formed again; only the one-row form. `typed_params`: the weight and bias are in the
 // input's dtype, which is the output's (ParamsInPlace, row_plan.h; never with `reform`);
-// null functions where that does not hold.
+// `offset`: with them, Epilogue::offset added to the weight; null functions where that
+// does not hold.
 template <DType kOut>
 EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, bool s, bool reform,
-                              bool typed_params) {
+                              bool typed_params, bool offset) {
   switch (in) {
     case DType::kF32:
-      if (typed_params) return {};
+      if (typed_params || offset) return {};
       return PickEpilogueStore<kOut, DType::kF32, DType::kF32>(false, w, b, s);
     case DType::kF16:
       if (typed_params) {
         if (reform) return {};
-        return src_in ? PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
-                      : PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
+        return src_in
+                   ? PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF16>(cast, w, b, s, offset)
+                   : PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF32>(cast, w, b, s, offset);
       }
+      if (offset) return {};
       if (reform) return {PickReformEpilogue<kOut, DType::kF16>(w, b), nullptr};
       return src_in ? PickEpilogueStore<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
                     : PickEpilogueStore<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
     case DType::kBF16:
       if (typed_params) {
         if (reform) return {};
-        return src_in ? PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
-                      : PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
+        return src_in ? PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s,
+                                                                                  offset)
+                      : PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kF32>(cast, w, b, s,
+                                                                                 offset);
       }
+      if (offset) return {};
       if (reform) return {PickReformEpilogue<kOut, DType::kBF16>(w, b), nullptr};
       return src_in ? PickEpilogueStore<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
                     : PickEpilogueStore<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
@@ -139,21 +152,25 @@ EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, 
 // in row_norm_simd.cc, with LoadRow's and the narrow rows' instantiations, they made one
 // file of 657 s (a Release build on a 2-core Zen 3 VM; now 157-194 s each, and 11 s left).
 extern template EpilogueFns PickEpilogueStore<DType::kF32>(DType, bool, bool, bool, bool, bool,
-                                                           bool, bool);
+                                                           bool, bool, bool);
 extern template EpilogueFns PickEpilogueStore<DType::kF16>(DType, bool, bool, bool, bool, bool,
-                                                           bool, bool);
+                                                           bool, bool, bool);
 extern template EpilogueFns PickEpilogueStore<DType::kBF16>(DType, bool, bool, bool, bool, bool,
-                                                            bool, bool);
+                                                            bool, bool, bool);
 
 inline EpilogueFns PickEpilogueStore(DType out, DType in, bool src_in, bool cast, bool w, bool b,
-                                     bool s, bool reform = false, bool typed_params = false) {
+                                     bool s, bool reform = false, bool typed_params = false,
+                                     bool offset = false) {
   switch (out) {
     case DType::kF32:
-      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s, reform, typed_params);
+      return PickEpilogueStore<DType::kF32>(in, src_in, cast, w, b, s, reform, typed_params,
+                                            offset);
     case DType::kF16:
-      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s, reform, typed_params);
+      return PickEpilogueStore<DType::kF16>(in, src_in, cast, w, b, s, reform, typed_params,
+                                            offset);
     case DType::kBF16:
-      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s, reform, typed_params);
+      return PickEpilogueStore<DType::kBF16>(in, src_in, cast, w, b, s, reform, typed_params,
+                                             offset);
   }
   return {};
 }

@@ -98,6 +98,7 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
       s.params.weight = a.weight.present() ? a.weight.data : nullptr;
       s.params.bias = a.bias.present() ? a.bias.data : nullptr;
       s.params.dtype = a.x.dtype;
+      s.params.offset = offset;
     } else {
       const size_t k = 2 * (segs.size() - 1);
       const bool bf16 = a.x.dtype == DType::kBF16 || a.y.dtype == DType::kBF16;

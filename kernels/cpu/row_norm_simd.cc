@@ -181,6 +181,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight && t != DType::kF32;
   e.weight = p.weight;
   e.bias = p.bias;
+  e.offset = p.offset;
   e.alpha = AlphaOf(a);
   e.prefetch_size = ElementSize(t);
 
@@ -213,7 +214,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // take neither the one-loop pass nor the paired epilogue below (both read fp32 copies).
   const EpilogueFns epilogue =
       PickEpilogueStore(a.y.dtype, t, source.typed, cast, p.weight != nullptr, p.bias != nullptr,
-                        norm_then_add, source.reform, p.dtype != DType::kF32);
+                        norm_then_add, source.reform, p.dtype != DType::kF32, p.offset != 0.0f);
   // Row r's input, its h (or null) and the skip its statistics add (or null).
   struct RowAt {
     const void* x;

@@ -11,13 +11,14 @@
 namespace normd::kernels::cpu {
 
 // Per-call constants prepared once: (offset + weight) and bias (nullptr when absent), `cols`
-// elements each of `dtype`: fp32 (the caller's arrays, or widened), or the caller's f16/bf16
-// arrays read in place where row_plan.h's ParamsInPlace says. The kernel reads nothing past
-// them.
+// elements each of `dtype`: fp32 (the caller's arrays, or widened, the offset added), or the
+// caller's f16/bf16 arrays read in place where row_plan.h's ParamsInPlace says, with the
+// offset added as each vector is widened. The kernel reads nothing past them.
 struct RowParams {
   const void* weight = nullptr;
   const void* bias = nullptr;
   DType dtype = DType::kF32;
+  float offset = 0;     // nonzero only with dtype f16/bf16
   bool stream = false;  // non-temporal stores: the output is larger than the last-level cache
 };
 

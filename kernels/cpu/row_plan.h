@@ -6,6 +6,7 @@
 #ifndef NORMD_KERNELS_CPU_ROW_PLAN_H_
 #define NORMD_KERNELS_CPU_ROW_PLAN_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/cache_size.h"
@@ -86,8 +87,9 @@ constexpr int64_t kPrefetchBytes = 16 << 10;
 
 // Whether the epilogue reads an f16/bf16 weight and bias in place, widening each vector in
 // registers, rather than fp32 copies widened once a call (RowParams): for outputs in cache
-// (not streamed) in the input's dtype, rows longer than kShortRowCols, and no offset
-// (Gemma's 1 + w is formed in fp32 once). The copies cost a 1x4096 call as much as its own
+// (not streamed) in the input's dtype, rows longer than kShortRowCols (Gemma's 1 + w formed
+// there too, in fp32, for a weight without a bias; not a NaN offset, whose copies for a
+// bf16 output are made NaN-safe, bf16_nan.h). The copies cost a 1x4096 call as much as its own
 // arithmetic (their stores, and 16-32 KiB of fp32 beside the row in a 48 KiB L1). With a
 // bias or a residual, whose rows fill L1 beside fp32 parameters, in place gains at any
 // count of rows; a weight alone (RMSNorm, Hugging Face's, partial) only below
@@ -95,17 +97,18 @@ constexpr int64_t kPrefetchBytes = 16 << 10;
 // from L1 by every row, and the widening in registers repeats per row. One thread on the
 // Intel VM, f16/bf16 with parameters in their dtype (BENCHMARKS.md, issue 16, fifty-sixth
 // session), ns per 1x4096 call: LayerNorm 1426-1466 -> 742-774, fused add+LayerNorm
-// 1644-1770 -> 954-964, RMSNorm 672-762 -> 535-551; at 8x4096 and 64x4096, LayerNorm, the
-// fused adds and LayerNorm then add f16 +11-33%, bf16 -11% to +13%; RMSNorm alone -3% to
-// -10% (so in place only below 4 rows).
-// Large outputs keep the copies, read once a call by thousands of rows (and by the one-loop
-// pass and the paired epilogue, which take fp32).
+// 1644-1770 -> 954-964, RMSNorm 672-762 -> 535-551, Gemma's 675-698 -> 520-550; at 8x4096
+// and 64x4096, LayerNorm, the fused adds and LayerNorm then add f16 +11-33%, bf16 -11% to
+// +13%; RMSNorm alone -3% to -10% (so in place only below 4 rows). Large outputs keep the
+// copies, read once a call by thousands of rows (and by the one-loop pass and the paired
+// epilogue, which take fp32).
 constexpr int64_t kParamsInPlaceRows = 4;
 inline bool ParamsInPlace(const RowNormArgs& a, float offset, bool stream) {
   const DType t = a.x.dtype;
   const bool w = a.weight.present(), b = a.bias.present();
   return t != DType::kF32 && a.y.dtype == t && !stream && a.cols > kShortRowCols &&
-         offset == 0.0f && (w || b) && (!w || a.weight.dtype == t) && (!b || a.bias.dtype == t) &&
+         !std::isnan(offset) && (offset == 0.0f || (w && !b)) && (w || b) &&
+         (!w || a.weight.dtype == t) && (!b || a.bias.dtype == t) &&
          (b || a.residual != ResidualPlacement::kNone || a.rows < kParamsInPlaceRows);
 }
 

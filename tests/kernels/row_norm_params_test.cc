@@ -1,8 +1,9 @@
 // Row ops with their weight and bias in the input's dtype (f16/bf16, as a half-precision
 // model's are): the CPU backend reads them in place where the output fits in cache
-// (ParamsInPlace, kernels/cpu/row_plan.h) and widens them once a call otherwise. Either way
-// they must give the bits that the same values given in fp32 give, on every compiled SIMD
-// target, for one row and for rows taken in pairs, whole vectors and partial ones.
+// (ParamsInPlace, kernels/cpu/row_plan.h), Gemma's offset added there, and widens them once
+// a call otherwise. Either way they must give the bits that the same values given in fp32
+// give, on every compiled SIMD target, for one row and for rows taken in pairs, whole
+// vectors and partial ones.
 #include <random>
 #include <string>
 #include <vector>
@@ -44,7 +45,11 @@ std::vector<ParamsCase> Cases() {
       {"rms_hf_norm_then_add", K::kRms, true, false, R::kNormThenAdd, true},
       {"rms_add_then_norm", K::kRms, true, false, R::kAddThenNorm},
       {"rms_partial", K::kRms, true, false, R::kNone, false, 0.3},
-      {"rms_offset", K::kRms, true, false, R::kNone, false, 1, 1.0},  // widened: 1 + w
+      // Gemma's 1 + w: formed in registers, or widened with the offset from 4 rows.
+      {"rms_offset", K::kRms, true, false, R::kNone, false, 1, 1.0},
+      {"rms_offset_cast", K::kRms, true, false, R::kNone, true, 1, -0.5},
+      {"rms_offset_add_then_norm", K::kRms, true, false, R::kAddThenNorm, false, 1, 1.0},
+      {"rms_offset_norm_then_add", K::kRms, true, false, R::kNormThenAdd, false, 1, 1.0},
   };
 }
 
