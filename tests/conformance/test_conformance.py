@@ -97,6 +97,37 @@ class ConformanceTest(unittest.TestCase):
                 if placement == "ADD_THEN_NORM":
                     assert_close(self, r.residual_sum, h, dtype, "h")
 
+    def test_parameters_in_the_input_dtype(self):
+        # A half-precision model's weight and bias are in its dtype; in calls of a few long
+        # rows the CPU backend reads them in place (row_plan.h's ParamsInPlace), Gemma's
+        # offset added there too, where longer calls widen them once.
+        for dtype, rows, cols in itertools.product(DTYPES, (1, 3), (1024, 4097)):
+            with self.subTest(dtype=dtype, rows=rows, cols=cols, op="layer_norm"):
+                x = self.x((rows, cols), dtype, 2.0, 3.0)
+                w, b = rounded(randn((cols,), 1, 0.3), dtype), rounded(randn((cols,)), dtype)
+                p = pb.LayerNormParams(eps=1e-5, weight=to_wire(w, dtype), bias=to_wire(b, dtype))
+                r = self.call(pb.NormalizeRequest(layer_norm=p, input=to_wire(x, dtype)))
+                assert_close(self, r.output, oracle.layer_norm(x, 1, w, b, 1e-5), dtype, "y", added=[b])
+            for offset, cast in ((0.0, False), (1.0, False), (1.0, True)):
+                with self.subTest(dtype=dtype, rows=rows, cols=cols, op="rms_norm", offset=offset, cast=cast):
+                    x = self.x((rows, cols), dtype)
+                    w = rounded(randn((cols,), 0.0 if offset else 1.0, 0.2), dtype)
+                    p = pb.RmsNormParams(weight=to_wire(w, dtype), eps=1e-6, weight_offset=offset,
+                                         cast_before_weight=cast)
+                    r = self.call(pb.NormalizeRequest(rms_norm=p, input=to_wire(x, dtype)))
+                    ref = oracle.rms_norm(x, w, 1e-6, offset=offset, cast_before_weight=cast, input_dtype=dtype)
+                    assert_close(self, r.output, ref, dtype, "y")
+            with self.subTest(dtype=dtype, rows=rows, cols=cols, op="fused add+layer_norm"):
+                x, skip = self.x((rows, cols), dtype), self.x((rows, cols), dtype, 0, 4)
+                w, b = rounded(randn((cols,), 1, 0.3), dtype), rounded(randn((cols,)), dtype)
+                res = pb.Residual(skip=to_wire(skip, dtype), alpha=1.0,
+                                  placement=pb.RESIDUAL_PLACEMENT_ADD_THEN_NORM, return_sum=True)
+                p = pb.LayerNormParams(eps=1e-5, weight=to_wire(w, dtype), bias=to_wire(b, dtype), residual=res)
+                r = self.call(pb.NormalizeRequest(layer_norm=p, input=to_wire(x, dtype)))
+                h = oracle.residual_sum(x, skip, 1.0)
+                assert_close(self, r.output, oracle.layer_norm(h, 1, w, b, 1e-5), dtype, "y", added=[b])
+                assert_close(self, r.residual_sum, h, dtype, "h")
+
     def test_l2_norm(self):
         for dtype, eps in itertools.product(DTYPES, (1e-12, 0.5)):
             with self.subTest(dtype=dtype, eps=eps):
