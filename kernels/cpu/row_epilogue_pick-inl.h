@@ -107,6 +107,21 @@ EpilogueStoreFn PickReformEpilogue(bool w, bool b) {
            : &EpilogueStore<kOut, kIn, s, false, false, false, false, true>;
 }
 
+// An f16/bf16 input's epilogue (PickEpilogueStore below, which says what the flags mean).
+template <DType kOut, DType kIn>
+EpilogueFns PickHalfEpilogue(bool src_in, bool cast, bool w, bool b, bool s, bool reform,
+                             bool typed_params, bool offset) {
+  if (typed_params) {
+    if (reform) return {};
+    return src_in ? PickTypedParamsEpilogue<kOut, kIn, kIn>(cast, w, b, s, offset)
+                  : PickTypedParamsEpilogue<kOut, kIn, DType::kF32>(cast, w, b, s, offset);
+  }
+  if (offset) return {};
+  if (reform) return {PickReformEpilogue<kOut, kIn>(w, b), nullptr};
+  return src_in ? PickEpilogueStore<kOut, kIn, kIn>(cast, w, b, s)
+                : PickEpilogueStore<kOut, kIn, DType::kF32>(cast, w, b, s);
+}
+
 // `src_in`: the row is read as the input's dtype (f16/bf16 in place), else as fp32.
 // `reform`: (f16/bf16, no cast, no skip added last) the row is the input plus alpha * skip,
 // formed again; only the one-row form. `typed_params`: the weight and bias are in the
@@ -121,28 +136,11 @@ EpilogueFns PickEpilogueStore(DType in, bool src_in, bool cast, bool w, bool b, 
       if (typed_params || offset) return {};
       return PickEpilogueStore<kOut, DType::kF32, DType::kF32>(false, w, b, s);
     case DType::kF16:
-      if (typed_params) {
-        if (reform) return {};
-        return src_in
-                   ? PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF16>(cast, w, b, s, offset)
-                   : PickTypedParamsEpilogue<kOut, DType::kF16, DType::kF32>(cast, w, b, s, offset);
-      }
-      if (offset) return {};
-      if (reform) return {PickReformEpilogue<kOut, DType::kF16>(w, b), nullptr};
-      return src_in ? PickEpilogueStore<kOut, DType::kF16, DType::kF16>(cast, w, b, s)
-                    : PickEpilogueStore<kOut, DType::kF16, DType::kF32>(cast, w, b, s);
+      return PickHalfEpilogue<kOut, DType::kF16>(src_in, cast, w, b, s, reform, typed_params,
+                                                 offset);
     case DType::kBF16:
-      if (typed_params) {
-        if (reform) return {};
-        return src_in ? PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s,
-                                                                                  offset)
-                      : PickTypedParamsEpilogue<kOut, DType::kBF16, DType::kF32>(cast, w, b, s,
-                                                                                 offset);
-      }
-      if (offset) return {};
-      if (reform) return {PickReformEpilogue<kOut, DType::kBF16>(w, b), nullptr};
-      return src_in ? PickEpilogueStore<kOut, DType::kBF16, DType::kBF16>(cast, w, b, s)
-                    : PickEpilogueStore<kOut, DType::kBF16, DType::kF32>(cast, w, b, s);
+      return PickHalfEpilogue<kOut, DType::kBF16>(src_in, cast, w, b, s, reform, typed_params,
+                                                  offset);
   }
   return {};
 }
