@@ -18,7 +18,9 @@
 
 #include "hwy/cache_control.h"
 #include "kernels/cpu/bf16_nan.h"
+#include "kernels/cpu/channel_norm_simd.h"
 #include "kernels/cpu/convert-inl.h"
+#include "kernels/cpu/shifted_sums-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
@@ -44,14 +46,52 @@ FoldedShift Fold(double mean, double scale, double shift) {
   return {BF16SafeNaN(k.hi), BF16SafeNaN(k.scale), BF16SafeNaN(k.shift)};
 }
 
+// A RunSumsCursor's accumulators in registers and back.
+template <DType kT>
+HWY_INLINE ShiftedBlocks<kT> LoadBlocks(const RunSumsCursor& c) {
+  const DD dd;
+  static_assert(HWY_MAX_BYTES / sizeof(double) <= RunSumsCursor::kLanes, "a vector fits");
+  ShiftedBlocks<kT> b(c.shift);
+  b.s0 = hn::LoadU(dd, c.acc[0]);
+  b.s1 = hn::LoadU(dd, c.acc[1]);
+  b.q0 = hn::LoadU(dd, c.acc[2]);
+  b.q1 = hn::LoadU(dd, c.acc[3]);
+  return b;
+}
+template <DType kT>
+HWY_INLINE void StoreBlocks(const ShiftedBlocks<kT>& b, RunSumsCursor* c) {
+  const DD dd;
+  hn::StoreU(b.s0, dd, c->acc[0]);
+  hn::StoreU(b.s1, dd, c->acc[1]);
+  hn::StoreU(b.q0, dd, c->acc[2]);
+  hn::StoreU(b.q1, dd, c->acc[3]);
+}
+
+// With `sums`, a block of sixteen vectors of the cursor's run is summed beside every sixteen
+// vectors written: the output pass waits on memory, the sums on arithmetic, and so the sums
+// take little more time there than the output pass alone (RunSumsCursor).
 template <DType kT, DType kOut>
 void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift, void* y,
-               bool stream, const void* prefetch) {
+               bool stream, const void* prefetch, RunSumsCursor* sums) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const FoldedShift k = Fold<kOut>(mean, scale, shift);
   const V vhi = hn::Set(d, k.hi), vs = hn::Set(d, k.scale), vb = hn::Set(d, k.shift);
   auto f = [&](V v) HWY_ATTR { return hn::MulAdd(hn::Sub(v, vhi), vs, vb); };
+  ShiftedBlocks<kT> blocks = sums != nullptr ? LoadBlocks<kT>(*sums) : ShiftedBlocks<kT>(0.0f);
+  int64_t done = sums != nullptr ? sums->done : 0;
+  const int64_t sums_end = sums != nullptr ? sums->n - 16 * N : -1;
+  // body(i) for i from `i` by `step` while i + step <= n; with `sums`, in blocks of sixteen
+  // vectors, each beside a block of the sums while the cursor has whole blocks left.
+  const auto loop = [&](int64_t & i, int64_t step, const auto& body) HWY_ATTR
+      __attribute__((always_inline)) {
+    for (; done <= sums_end && i + 16 * N <= n; i += 16 * N) {
+      blocks.Block(Offset(sums->x, kT, done));
+      done += 16 * N;
+      for (int64_t j = 0; j < 16 * N; j += step) body(i + j);
+    }
+    for (; i + step <= n; i += step) body(i);
+  };
   // [i, i + count), count < N, through stack copies: x and y end at n.
   auto part = [&](int64_t i, int64_t count) HWY_ATTR {
     alignas(64) unsigned char tx[64 * 4] = {}, ty[64 * 4];
@@ -64,6 +104,19 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
   const auto value = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
     if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, j));
     return f(LoadAs<kT>(d, Offset(x, kT, j)));
+  };
+  // One vector or two (as one for f16/bf16) stored or streamed at j.
+  const auto store1 = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+    StoreAs<kOut>(d, value(j), Offset(y, kOut, j));
+  };
+  const auto stream1 = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+    StreamAs<kOut>(d, value(j), Offset(y, kOut, j));
+  };
+  const auto store2 = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+    StoreAs2<kOut>(d, value(j), value(j + N), Offset(y, kOut, j));
+  };
+  const auto stream2 = [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+    StreamAs2<kOut>(d, value(j), value(j + N), Offset(y, kOut, j));
   };
   // bf16 to bf16 on AVX2 (the target measured): 2N elements a step in pairs
   // (LoadBF16Pairs, BF16PairBits), from where y starts a whole vector of them; the rest below.
@@ -82,13 +135,15 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
       for (; i + N <= head2; i += N) StoreAs<kOut>(d, value(i), Offset(y, kOut, i));
       if (i < head2) part(i, head2 - i);
       i = head2;
-      for (; i + 2 * N <= n; i += 2 * N) {
-        hn::Stream(pair(i), du16, static_cast<uint16_t*>(Offset(y, kOut, i)));
-      }
+      loop(
+          i, 2 * N, [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+            hn::Stream(pair(j), du16, static_cast<uint16_t*>(Offset(y, kOut, j)));
+          });
     } else {
-      for (; i + 2 * N <= n; i += 2 * N) {
-        hn::StoreU(pair(i), du16, static_cast<uint16_t*>(Offset(y, kOut, i)));
-      }
+      loop(
+          i, 2 * N, [&](int64_t j) HWY_ATTR __attribute__((always_inline)) {
+            hn::StoreU(pair(j), du16, static_cast<uint16_t*>(Offset(y, kOut, j)));
+          });
     }
     pairs = true;
   }
@@ -108,22 +163,17 @@ void ApplyRunT(const void* x, int64_t n, double mean, double scale, double shift
         StreamAs<kOut>(d, value(i), Offset(y, kOut, i));
         i += N;
       }
-      for (; i + 2 * N <= n; i += 2 * N) {
-        StreamAs2<kOut>(d, value(i), value(i + N), Offset(y, kOut, i));
-      }
+      loop(i, 2 * N, stream2);
     }
-    for (; i + N <= n; i += N) StreamAs<kOut>(d, value(i), Offset(y, kOut, i));
+    loop(i, N, stream1);
   }
-  if constexpr (kPairedStores<kOut>) {
-    for (; i + 2 * N <= n; i += 2 * N) {
-      StoreAs2<kOut>(d, value(i), value(i + N), Offset(y, kOut, i));
-    }
-  }
-  for (; i + N <= n; i += N) {
-    if (prefetch != nullptr) hwy::Prefetch(Offset(prefetch, kT, i));
-    StoreAs<kOut>(d, f(LoadAs<kT>(d, Offset(x, kT, i))), Offset(y, kOut, i));
-  }
+  if constexpr (kPairedStores<kOut>) loop(i, 2 * N, store2);
+  loop(i, N, store1);
   if (i < n) part(i, n - i);
+  if (sums != nullptr) {
+    StoreBlocks(blocks, sums);
+    sums->done = done;
+  }
   // No fence here: the caller fences once after its last run. A fence a run (12 KiB in the
   // benchmark's 56x56 planes) waited for the run's last lines to reach memory 2048 times a
   // call: BatchNorm inference f32 channels-first 0.86 -> 1.00 of memcpy (BENCHMARKS.md,

@@ -58,18 +58,67 @@ struct ShiftedSumsF {
   }
 };
 
-void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
-  constexpr int64_t kChunk = kShiftedRun;  // stays in L2 between the two passes
-  static_assert(kChunk == 1 << 16, "the fp32 buffer below holds one chunk");
+template <DType kT>
+struct FinishSumsF {
+  static void Run(const RunSumsCursor* c, RowSums* sums) {
+    *sums = LoadBlocks<kT>(*c).Finish(c->x, c->done, c->n);
+  }
+};
+template <DType kT>
+struct RunShiftF {
+  static void Run(const void* x, int64_t n, float* shift) { *shift = RunShift<kT>(x, n); }
+};
+
+// RunMoments' chunk (at most kShiftedRun elements, the buffer's size) and its fp32 buffer.
+constexpr int64_t kChunk = kShiftedRun;  // stays in L2 between the two passes
+static_assert(kChunk == kRunSumsMax, "RunSumsCursor sums one chunk");
+float* ChunkBuffer() {
   thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   if (!buf) buf = hwy::AllocateAligned<float>(static_cast<size_t>(kChunk + 64));
+  return buf.get();
+}
+
+// A chunk's mean and M2 from its fp32 one-pass sums where they are exact enough, else from
+// two passes: f32 runs are read in place, others widened into the buffer (only then: the
+// output pass reads x again, so a widened copy would be a store stream of twice an f16
+// run's bytes for nothing).
+void Fp32ChunkMoments(DType t, const void* at, int64_t len, const RowSums& sums, double* m,
+                      double* m2) {
+  if (OnePassMoments(sums, len, m, m2)) return;
+  const float* row = static_cast<const float*>(at);
+  if (t != DType::kF32) {
+    WidenToF32(t, at, len, 0.0f, ChunkBuffer());
+    row = ChunkBuffer();
+  }
+  RowMoments(row, len, sums.sum + static_cast<double>(len) * sums.shift, /*f64=*/false, m, m2);
+}
+
+void BeginRunSumsImpl(DType t, const void* x, int64_t n, RunSumsCursor* c) {
+  *c = RunSumsCursor();
+  c->t = t;
+  c->x = x;
+  c->n = n;
+  ByType<RunShiftF>(t, x, n, &c->shift);
+}
+
+void FinishRunSumsImpl(RunSumsCursor* c, double* mean, double* m2) {
+  RowSums sums;
+  ByType<FinishSumsF>(c->t, c, &sums);
+  double m, mm2;
+  Fp32ChunkMoments(c->t, c->x, c->n, sums, &m, &mm2);
+  ChanMoments acc;  // as RunMoments gathers its one chunk: the same bits
+  acc.Merge(static_cast<double>(c->n), m, mm2);
+  *mean = acc.mean();
+  *m2 = acc.m2;
+}
+
+void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
   // fp32 statistics (GroupNorm, InstanceNorm) in one pass where they are exact enough;
-  // double ones (BatchNorm) too, from shifted sums (shifted_sums-inl.h). Where one pass is
-  // not exact, two: f32 runs are read in place, others widened into the buffer (only
-  // then: the output pass reads x again, so a widened copy would be a store stream of
-  // twice an f16 run's bytes for nothing).
+  // double ones (BatchNorm) too, from shifted sums (shifted_sums-inl.h); where one pass is
+  // not exact, two.
   const bool direct = t == DType::kF32;
   const LoadRowFn sum_pass = PickLoadRow(t, Stat::kSum, false, false, /*buf=*/!direct);
+  float* const buf = ChunkBuffer();
   ChanMoments acc;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
@@ -80,22 +129,14 @@ void RunMomentsImpl(DType t, const void* x, int64_t n, bool f64, double* mean, d
       double sum, squares;
       ByType<ShiftedSumsF>(t, at, len, shift, &sum, &squares);
       if (!ShiftedMoments(static_cast<double>(len), shift, sum, squares, &m, &m2)) {
-        const RowSums sums = sum_pass(at, nullptr, 0, len, buf.get(), 0, nullptr);
-        RowMoments(direct ? static_cast<const float*>(at) : buf.get(), len, sums.sum,
+        const RowSums sums = sum_pass(at, nullptr, 0, len, buf, 0, nullptr);
+        RowMoments(direct ? static_cast<const float*>(at) : buf, len, sums.sum,
                    /*f64=*/true, &m, &m2);
       }
     } else {
       RowSums sums;
       ByType<RunSumsF>(t, at, len, &sums);
-      if (!OnePassMoments(sums, len, &m, &m2)) {
-        const float* row = static_cast<const float*>(at);
-        if (!direct) {
-          WidenToF32(t, at, len, 0.0f, buf.get());
-          row = buf.get();
-        }
-        RowMoments(row, len, sums.sum + static_cast<double>(len) * sums.shift, /*f64=*/false, &m,
-                   &m2);
-      }
+      Fp32ChunkMoments(t, at, len, sums, &m, &m2);
     }
     acc.Merge(static_cast<double>(len), m, m2);
   }
@@ -285,13 +326,13 @@ struct ApplyRunF {
   template <DType kOut>
   struct Out {
     static void Run(const void* x, int64_t n, double mean, double scale, double shift, void* y,
-                    bool stream, const void* prefetch) {
-      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y, stream, prefetch);
+                    bool stream, const void* prefetch, RunSumsCursor* sums) {
+      ApplyRunT<kT, kOut>(x, n, mean, scale, shift, y, stream, prefetch, sums);
     }
   };
   static void Run(DType out, const void* x, int64_t n, double mean, double scale, double shift,
-                  void* y, bool stream, const void* prefetch) {
-    ByType<Out>(out, x, n, mean, scale, shift, y, stream, prefetch);
+                  void* y, bool stream, const void* prefetch, RunSumsCursor* sums) {
+    ByType<Out>(out, x, n, mean, scale, shift, y, stream, prefetch, sums);
   }
 };
 template <DType kT>
@@ -310,8 +351,8 @@ struct ApplyColumnsF {
 };
 
 void ApplyRunImpl(DType t, const void* x, int64_t n, double mean, double scale, double shift,
-                  DType out, void* y, bool stream, const void* prefetch) {
-  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream, prefetch);
+                  DType out, void* y, bool stream, const void* prefetch, RunSumsCursor* sums) {
+  ByType<ApplyRunF>(t, out, x, n, mean, scale, shift, y, stream, prefetch, sums);
 }
 void ColumnMomentsImpl(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,
                        double* m2) {
@@ -330,6 +371,8 @@ HWY_AFTER_NAMESPACE();
 namespace normd::kernels::cpu {
 
 HWY_EXPORT(RunMomentsImpl);
+HWY_EXPORT(BeginRunSumsImpl);
+HWY_EXPORT(FinishRunSumsImpl);
 HWY_EXPORT(ApplyRunImpl);
 HWY_EXPORT(ColumnMomentsImpl);
 HWY_EXPORT(ApplyColumnsImpl);
@@ -337,9 +380,15 @@ HWY_EXPORT(ApplyColumnsImpl);
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2) {
   NORMD_DISPATCH(RunMomentsImpl)(t, x, n, f64, mean, m2);
 }
+void BeginRunSums(DType t, const void* x, int64_t n, RunSumsCursor* c) {
+  NORMD_DISPATCH(BeginRunSumsImpl)(t, x, n, c);
+}
+void FinishRunSums(RunSumsCursor* c, double* mean, double* m2) {
+  NORMD_DISPATCH(FinishRunSumsImpl)(c, mean, m2);
+}
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
-              void* y, bool stream, const void* prefetch) {
-  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream, prefetch);
+              void* y, bool stream, const void* prefetch, RunSumsCursor* sums) {
+  NORMD_DISPATCH(ApplyRunImpl)(t, x, n, mean, scale, shift, out, y, stream, prefetch, sums);
 }
 void FenceStreams() { hwy::FlushStream(); }
 void ColumnMoments(DType t, const void* x, int64_t rows, int64_t cols, bool f64, double* mean,

@@ -7,8 +7,10 @@
 #ifndef NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
 #define NORMD_KERNELS_CPU_CHANNEL_NORM_SIMD_H_
 
+#include <cstddef>
 #include <cstdint>
 
+#include "hwy/base.h"
 #include "normd/kernels/dtype.h"
 
 namespace normd::kernels::cpu {
@@ -20,13 +22,37 @@ namespace normd::kernels::cpu {
 // (shifted_sums-inl.h), else a sum and a centred pass.
 void RunMoments(DType t, const void* x, int64_t n, bool f64, double* mean, double* m2);
 
+// The statistics of the next run (a group, a channel's run), summed a block at a time while
+// ApplyRun writes the current one: RunMoments' one pass without f64, its blocks in the same
+// order, so the same bits, but summed while the output pass waits on memory (the sums alone
+// are bound by arithmetic, half the time of the output pass in f16/bf16).
+// BeginRunSums, then ApplyRun calls with it (which sum as many elements as they write), then
+// FinishRunSums. Plain data owned by one thread; not thread-safe.
+inline constexpr int64_t kRunSumsMax = int64_t{1} << 16;  // RunMoments' one-pass chunk
+struct RunSumsCursor {
+  static constexpr size_t kLanes = hwy::kMaxVectorSize / sizeof(double);
+  DType t = DType::kF32;
+  const void* x = nullptr;
+  int64_t n = 0, done = 0;  // done: elements summed, in whole blocks
+  float shift = 0;
+  alignas(64) double acc[4][kLanes] = {};  // the target's double accumulators
+};
+
+// Starts `c` on n <= kRunSumsMax contiguous elements of dtype t (reads its first vectors).
+void BeginRunSums(DType t, const void* x, int64_t n, RunSumsCursor* c);
+
+// Sums what ApplyRun has not, and returns RunMoments(c.t, c.x, c.n, false, ...)'s mean and
+// M2 (falling back to its two passes where one is not exact).
+void FinishRunSums(RunSumsCursor* c, double* mean, double* m2);
+
 // y[i] = (x[i] - mean) * scale + shift over n contiguous elements. `stream`: y written
 // with non-temporal stores (outputs larger than the cache), not fenced: the caller calls
 // FenceStreams() after its last run, before another thread may read y.
 // `prefetch` (may be null): n elements of dtype t, the next pass's run, brought into the
-// cache while this one is written.
+// cache while this one is written. `sums` (may be null): a cursor on a run of dtype t, summed
+// a block beside every block written (up to n elements of it).
 void ApplyRun(DType t, const void* x, int64_t n, double mean, double scale, double shift, DType out,
-              void* y, bool stream, const void* prefetch = nullptr);
+              void* y, bool stream, const void* prefetch = nullptr, RunSumsCursor* sums = nullptr);
 
 // Orders this thread's non-temporal stores before its later stores (an sfence on x86):
 // what a thread that streamed runs calls once before it signals that y is done.

@@ -220,55 +220,80 @@ HWY_INLINE void LoadPairUnordered(const void* p, V* a, V* b) {
 // / 2 of the mean, |c| averaging at most 1.12 sigma) the mean is within 5.6 * 2^-24 sigma (2^-21.5)
 // and M2 within 6.3 * 2^-24 relative, inside docs/semantics.md's 2^-20.
 template <DType kT>
-RowSums RunShiftedSumsF32(const void* x, int64_t n) {
+float RunShift(const void* x, int64_t n) {
   const D d;
-  const DD dd;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  RowSums out;
   const int64_t w = std::min<int64_t>(8, n / N);
-  if (w > 0) {
-    V acc = LoadAs<kT>(d, x);
-    for (int64_t j = 1; j < w; ++j) acc = hn::Add(acc, LoadAs<kT>(d, Offset(x, kT, j * N)));
-    out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(w * N);
+  if (w == 0) return 0.0f;
+  V acc = LoadAs<kT>(d, x);
+  for (int64_t j = 1; j < w; ++j) acc = hn::Add(acc, LoadAs<kT>(d, Offset(x, kT, j * N)));
+  return hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(w * N);
+}
+
+// RunShiftedSumsF32's accumulators and steps, apart so that the channel ops' output pass can
+// sum the next run a block at a time beside its own (ApplyRunT, RunSumsCursor): the same
+// operations in the same order, so the same bits.
+template <DType kT>
+struct ShiftedBlocks {
+  float shift;
+  V vk;
+  VD s0, s1, q0, q1;
+
+  explicit ShiftedBlocks(float k) : shift(k), vk(hn::Set(D(), k)) {
+    const DD dd;
+    s0 = s1 = q0 = q1 = hn::Zero(dd);
   }
-  const V vk = hn::Set(d, out.shift);
-  VD s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
-  const auto flush = [&](V t, V t2) HWY_ATTR __attribute__((always_inline)) {
+  HWY_INLINE void Flush(V t, V t2) {
     s0 = hn::Add(s0, WideLo(t));
     q0 = hn::Add(q0, WideLo(t2));
 #if HWY_TARGET != HWY_SCALAR  // there WideHi is a zero vector, not an upper half
     s1 = hn::Add(s1, WideHi(t));
     q1 = hn::Add(q1, WideHi(t2));
 #endif
-  };
-  int64_t i = 0;
-  for (; i + 16 * N <= n; i += 16 * N) {
+  }
+  // Sixteen vectors from `at`.
+  HWY_INLINE void Block(const void* at) {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(D()));
     V c[16];
     // Unrolled, so that the arrays become registers (GCC keeps them in memory otherwise).
 #pragma GCC unroll 8
     for (int j = 0; j < 16; j += 2) {
-      LoadPairUnordered<kT>(Offset(x, kT, i + j * N), &c[j], &c[j + 1]);
+      LoadPairUnordered<kT>(Offset(at, kT, j * N), &c[j], &c[j + 1]);
       c[j] = hn::Sub(c[j], vk);
       c[j + 1] = hn::Sub(c[j + 1], vk);
     }
     V t, t2;
     SumTree16(c, &t, &t2);
-    flush(t, t2);
+    Flush(t, t2);
   }
-  for (; i + N <= n; i += N) {
-    const V c = hn::Sub(LoadAs<kT>(d, Offset(x, kT, i)), vk);
-    flush(c, hn::Mul(c, c));
+  // x[i, n): the blocks left, then single vectors and the tail; the run's sums.
+  RowSums Finish(const void* x, int64_t i, int64_t n) {
+    const D d;
+    const DD dd;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    for (; i + 16 * N <= n; i += 16 * N) Block(Offset(x, kT, i));
+    for (; i + N <= n; i += N) {
+      const V c = hn::Sub(LoadAs<kT>(d, Offset(x, kT, i)), vk);
+      Flush(c, hn::Mul(c, c));
+    }
+    if (i < n) {  // through a zeroed stack copy: x ends at n
+      alignas(64) unsigned char tx[64 * 4] = {};
+      std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
+      const V c = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)),
+                                     hn::Sub(LoadAs<kT>(d, tx), vk));
+      Flush(c, hn::Mul(c, c));
+    }
+    RowSums out;
+    out.shift = shift;
+    out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+    out.squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
+    return out;
   }
-  if (i < n) {  // through a zeroed stack copy: x ends at n
-    alignas(64) unsigned char tx[64 * 4] = {};
-    std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
-    const V c = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)),
-                                   hn::Sub(LoadAs<kT>(d, tx), vk));
-    flush(c, hn::Mul(c, c));
-  }
-  out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
-  out.squares = hn::GetLane(hn::SumOfLanes(dd, hn::Add(q0, q1)));
-  return out;
+};
+
+template <DType kT>
+RowSums RunShiftedSumsF32(const void* x, int64_t n) {
+  return ShiftedBlocks<kT>(RunShift<kT>(x, n)).Finish(x, 0, n);
 }
 
 // ---- fp32 column sums (GroupNorm, InstanceNorm, and BatchNorm where they suffice) -------
