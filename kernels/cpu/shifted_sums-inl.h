@@ -330,6 +330,7 @@ HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols,
     // f32 rows fetched into L2 rather than L1, f16/bf16 into L1: one thread, five
     // alternating rounds at 32x56x56x64 (BENCHMARKS.md, issue 16, twenty-fifth session),
     // GroupNorm and InstanceNorm f32 15.3-16.7 -> 19.3-22.3 GB/s; f16/bf16 lost 1-24% in L2.
+    // 32 and 64 rows ahead instead of 16: the same or slower (fifty-seventh session).
     for (int64_t i = 16; i < 24; ++i) {
       if constexpr (kT == DType::kF32) {
         PrefetchL2(Offset(row, kT, i * cols + c));
