@@ -235,7 +235,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   // groups of cpg; its column statistics (one pass where exact) merge into the groups',
   // and it is normalized while in cache. Unlike channels-first, the next sample read during
   // the output pass made it slower (BENCHMARKS.md, issue 16, fifty-seventh session): its
-  // column sums beside the output, f16/bf16 -0.02 to -0.07 of memcpy; the sample fetched
+  // column sums beside the output, -0.01 to -0.07 of memcpy; the sample fetched
   // into L2 there, -0.09 to -0.17.
   pool_->ParallelFor(a.n, max_threads, [&](int64_t begin, int64_t end) {
     std::vector<double> cmean(a.c), cm2(a.c), mean(a.c), scale(a.c), shift(a.c);
