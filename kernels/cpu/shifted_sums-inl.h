@@ -209,16 +209,7 @@ HWY_INLINE void LoadPairUnordered(const void* p, V* a, V* b) {
   }
 }
 
-// The sums of c = x - shift and of c^2 over a contiguous run of n elements, for
-// OnePassMoments, as LoadRow's kMoments pass sums a row (shift the fp32 mean of the first
-// min(8, n / N) vectors), in fp32 blocks of sixteen vectors (a pairwise tree of four levels,
-// each block's lanes then added into double) whatever the dtype, and bf16 read in pairs. The
-// channel ops' statistics pass is bound by its arithmetic (on Zen 4, whose 512-bit operations take
-// two cycles, as fast from memory as from L1): the wider block halves the widening of block sums to
-// double, and bf16 pairs halve the conversions. The cost in accuracy: c and c^2 rounded once each
-// and four roundings in the tree, so where OnePassMoments accepts the sums (the shift within sigma
-// / 2 of the mean, |c| averaging at most 1.12 sigma) the mean is within 5.6 * 2^-24 sigma (2^-21.5)
-// and M2 within 6.3 * 2^-24 relative, inside docs/semantics.md's 2^-20.
+// RunShiftedSumsF32's shift (below): the fp32 mean of the first min(8, n / N) vectors.
 template <DType kT>
 float RunShift(const void* x, int64_t n) {
   const D d;
@@ -291,6 +282,16 @@ struct ShiftedBlocks {
   }
 };
 
+// The sums of c = x - shift and of c^2 over a contiguous run of n elements, for
+// OnePassMoments, as LoadRow's kMoments pass sums a row (shift the fp32 mean of the first
+// min(8, n / N) vectors), in fp32 blocks of sixteen vectors (a pairwise tree of four levels,
+// each block's lanes then added into double) whatever the dtype, and bf16 read in pairs. The
+// channel ops' statistics pass is bound by its arithmetic (on Zen 4, whose 512-bit operations take
+// two cycles, as fast from memory as from L1): the wider block halves the widening of block sums to
+// double, and bf16 pairs halve the conversions. The cost in accuracy: c and c^2 rounded once each
+// and four roundings in the tree, so where OnePassMoments accepts the sums (the shift within sigma
+// / 2 of the mean, |c| averaging at most 1.12 sigma) the mean is within 5.6 * 2^-24 sigma (2^-21.5)
+// and M2 within 6.3 * 2^-24 relative, inside docs/semantics.md's 2^-20.
 template <DType kT>
 RowSums RunShiftedSumsF32(const void* x, int64_t n) {
   return ShiftedBlocks<kT>(RunShift<kT>(x, n)).Finish(x, 0, n);
