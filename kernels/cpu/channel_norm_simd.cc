@@ -10,7 +10,7 @@
 #include "kernels/cpu/channel_apply-inl.h"
 #include "kernels/cpu/channel_norm_simd.h"
 #include "kernels/cpu/row_norm_simd.h"
-#include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/row_moments-inl.h"
 #include "kernels/cpu/shifted_sums-inl.h"
 #include "kernels/cpu/simd_targets.h"
 #include "kernels/cpu/stats.h"

@@ -26,7 +26,7 @@
 #include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
-#include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/row_moments-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {

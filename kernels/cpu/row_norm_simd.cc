@@ -28,7 +28,7 @@
 #include "kernels/cpu/row_epilogue-inl.h"
 #include "kernels/cpu/row_epilogue_pick-inl.h"
 #include "kernels/cpu/row_norm_simd.h"
-#include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/row_moments-inl.h"
 #include "kernels/cpu/row_plan.h"
 #include "kernels/cpu/simd_targets.h"
 #include "kernels/cpu/thread_pool.h"

@@ -29,7 +29,7 @@
 #include <cstring>
 
 #include "kernels/cpu/convert-inl.h"
-#include "kernels/cpu/row_pass-inl.h"
+#include "kernels/cpu/row_moments-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
