@@ -26,12 +26,18 @@
 // f16 model's are (the backend reads them in place where their output fits in cache, and
 // widens them once a call otherwise); by default they are fp32.
 //
+// With --memory-probe it first measures one thread's memcpy and read of a 16 MiB and a 1 GiB
+// buffer (memory_probe.h) and prints them above the table: on a VM whose host has a large
+// shared last-level cache, the cases' "memory" (tens to hundreds of MiB) is partly that cache,
+// by a share that moves from day to day; the probe records the day's. In the JSON, rows of
+// backend "memory" (op "memcpy" and "read", shape the buffer's size).
+//
 // With --cuda it times the CUDA kernels instead, on device-resident tensors beside a
 // device-to-device copy (cuda_bench.cc).
 //
 //   normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time SECONDS] [--no-reference]
 //                      [--stream-bytes N] [--min-parallel-bytes N]   (tuning the backend)
-//                      [--spaced-us N] [--offset N] [--params f32|input]
+//                      [--spaced-us N] [--offset N] [--params f32|input] [--memory-probe]
 //   normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] [--min-time SECONDS]
 #include <algorithm>
 #include <chrono>
@@ -53,6 +59,7 @@
 #include "kernels/bench/bench_inputs.h"
 #include "kernels/bench/bench_timing.h"
 #include "kernels/bench/cuda_bench.h"
+#include "kernels/bench/memory_probe.h"
 #include "kernels/cpu/thread_pool.h"
 #include "normd/kernels/cpu_backend.h"
 
@@ -115,6 +122,7 @@ int Main(int argc, char** argv) {
   int64_t offset = 0;
   bool typed_params = false;
   bool cuda = false;
+  bool probe = false;
   int device = 0;
   CpuBackendOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -143,6 +151,8 @@ int Main(int argc, char** argv) {
     } else if (a == "--params" && i + 1 < argc &&
                (std::strcmp(argv[i + 1], "f32") == 0 || std::strcmp(argv[i + 1], "input") == 0)) {
       typed_params = std::strcmp(argv[++i], "input") == 0;
+    } else if (a == "--memory-probe") {
+      probe = true;
     } else if (a == "--no-reference") {
       reference = false;
     } else if (a == "--cuda") {
@@ -153,7 +163,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: normd-kernel-bench [--filter REGEX] [--json FILE] [--min-time S] "
                    "[--no-reference] [--stream-bytes N] [--min-parallel-bytes N] [--target NAME] "
-                   "[--spaced-us N] [--offset N] [--params f32|input]\n"
+                   "[--spaced-us N] [--offset N] [--params f32|input] [--memory-probe]\n"
                    "       normd-kernel-bench --cuda [--device N] [--filter REGEX] [--json FILE] "
                    "[--min-time S]\n");
       return 2;
@@ -184,10 +194,24 @@ int Main(int argc, char** argv) {
   std::printf("normd-kernel-bench: %s; memcpy and kernels timed in the same run%s\n",
               cpu.device().c_str(),
               typed_params ? "; row ops' weight and bias in the input's dtype" : "");
+  std::vector<Row> rows;
+  if (probe) {
+    std::vector<std::string> parts;
+    for (const MemoryProbe& m : ProbeMemory({size_t{16} << 20, size_t{1} << 30}, 1.0)) {
+      const std::string size = absl::StrCat(m.bytes >> 20, "MiB");
+      parts.push_back(absl::StrFormat("%s buffers, memcpy %.1f GB/s and reading %.1f GB/s", size,
+                                      m.copy_gbps, m.read_gbps));
+      const int64_t bytes = static_cast<int64_t>(m.bytes);
+      rows.push_back({"memcpy", "u8", size, "memory", 1, m.copy_gbps, m.copy_gbps, 1.0, 2 * bytes});
+      rows.push_back({"read", "u8", size, "memory", 1, m.read_gbps, m.copy_gbps,
+                      m.read_gbps / m.copy_gbps, bytes});
+    }
+    std::printf("memory, one thread (memcpy counts bytes read and written): %s\n",
+                absl::StrJoin(parts, "; ").c_str());
+  }
   std::printf("%-22s %-5s %-16s %9s %9s %6s %9s %9s %6s %9s %16s\n", "op", "dtype", "shape",
               "1t GB/s", "memcpy", "ratio", "all GB/s", "memcpy", "ratio", "ref GB/s",
               "1t ns (memcpy)");
-  std::vector<Row> rows;
   for (BenchCase& c : AllCases(offset, typed_params)) {
     const std::string name = absl::StrCat(c.op, "/", c.dtype, "/", c.shape);
     if (!std::regex_search(name, re)) continue;

@@ -7,7 +7,10 @@ the same shapes and dtypes, single-threaded and with all threads, and prints GB/
 accounting as normd-kernel-bench) and the ratio normd / torch.
 
   /usr/bin/python3 kernels/bench/torch_cpu_bench.py --bench build/kernels/normd-kernel-bench \
-      [--filter REGEX] [--json OUT]
+      [--filter REGEX] [--json OUT] [--memory-probe]
+
+--memory-probe is handed to normd-kernel-bench: the day's memcpy and read of a 16 MiB and a
+1 GiB buffer, printed above its table (the JSON's rows of backend "memory" are kept in OUT).
 """
 import argparse
 import json
@@ -116,13 +119,15 @@ def main():
     ap.add_argument("--filter", default=".*")
     ap.add_argument("--min-time", type=float, default=0.25)
     ap.add_argument("--json")
+    ap.add_argument("--memory-probe", action="store_true")
     args = ap.parse_args()
     out = tempfile.mktemp(suffix=".json")
     subprocess.run([args.bench, "--filter", args.filter, "--json", out, "--no-reference",
-                    "--min-time", str(args.min_time)], check=True)
+                    "--min-time", str(args.min_time)] + (["--memory-probe"] if args.memory_probe else []),
+                   check=True)
     normd = json.load(open(out))
     os.unlink(out)
-    rows = []
+    rows = [r for r in normd if r["backend"] == "memory"]
     print(f"\ntorch {torch.__version__} CPU vs normd (GB/s with normd-kernel-bench's byte accounting)")
     print(f"{'op':22} {'dtype':5} {'shape':14} {'thr':>3} {'normd':>8} {'torch':>8} {'ratio':>6}")
     for r in normd:
