@@ -71,15 +71,15 @@ HWY_INLINE void SumTree16(const V* c, V* s, V* s2) {
 // kFetchAheadBytes ahead of LoadRow's blocks: such a row comes from memory (the 1024x65536
 // cases, 128-256 KiB rows, tensors beyond the host's last-level cache), where one thread's
 // sequential read with the hardware's prefetch alone ran at 11 GB/s, and the channel ops'
-// copy-like pass (BatchNorm inference) on f16/bf16 data from memory rose from 0.53-0.72 to
-// 0.90-0.98 of memcpy with a fetch 4-8 KiB ahead. At 1024x65536, one thread, three
-// alternating rounds (BENCHMARKS.md, issue 16, fifty-eighth session), median ratio to memcpy:
-// LayerNorm f32 0.46 -> 0.51, RMSNorm, Gemma's and Hugging Face's f32 0.62-0.63 -> 0.66-0.68,
-// fused add+RMSNorm bf16 0.58 -> 0.65, fused add+LayerNorm f16/bf16 0.61/0.55 -> 0.65/0.59,
-// LayerNorm then add bf16 0.37 -> 0.46, the rest -0.02 to +0.03 (Gemma's f16 0.71 -> 0.65 there,
-// 0.63 -> 0.66 in four more rounds). 8 KiB ahead gained about as much, 16 KiB cost the fused
-// add+RMSNorm f32/f16 0.06. Shorter rows (4096x4096 and 16384x1024: 4-16 KiB) are in cache or
-// fetched by the row before them.
+// copy-like pass (BatchNorm inference) on data from memory, with a fetch 4-8 KiB ahead, rose
+// from 0.53-0.72 to 0.91-0.96 of memcpy in f16 and from 0.59-0.64 to 0.72-0.98 in bf16. At
+// 1024x65536, one thread, three alternating rounds (BENCHMARKS.md, issue 16, fifty-eighth session),
+// median ratio to memcpy: LayerNorm f32 0.46 -> 0.51, RMSNorm, Gemma's and Hugging Face's f32
+// 0.62-0.63 -> 0.66-0.68, fused add+RMSNorm bf16 0.58 -> 0.65, fused add+LayerNorm f16/bf16
+// 0.61/0.55 -> 0.65/0.59, LayerNorm then add bf16 0.37 -> 0.46, the rest -0.02 to +0.03 (Gemma's
+// f16 0.71 -> 0.65 there, 0.63 -> 0.66 in four more rounds). 8 KiB ahead gained about as much, 16
+// KiB cost the fused add+RMSNorm f32/f16 0.06. Shorter rows (4096x4096 and 16384x1024: 4-16 KiB)
+// are in cache or fetched by the row before them.
 inline constexpr int64_t kFetchAheadBytes = 4 << 10;
 inline constexpr int64_t kFetchAheadMinBytes = 64 << 10;
 
