@@ -1,6 +1,5 @@
 #include "kernels/bench/memory_probe.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -9,15 +8,6 @@
 
 namespace normd::kernels::bench {
 namespace {
-
-// Median seconds per call of fn over five batches of at least min_time / 5 seconds.
-double MedianPerCall(const std::function<void()>& fn, double min_time) {
-  const int64_t iters = Calibrate(fn, min_time / 5);
-  std::vector<double> t;
-  for (int r = 0; r < 5; ++r) t.push_back(TimeBatch(fn, iters));
-  std::sort(t.begin(), t.end());
-  return t[2];
-}
 
 // One load a 64-byte line: the memory system's rate of bringing lines in, not the core's
 // rate of adding words (a load a word would be bound by the loop in cache).
@@ -39,13 +29,14 @@ std::vector<MemoryProbe> ProbeMemory(const std::vector<size_t>& sizes, double mi
     PageBytes src = AllocatePageAligned(bytes), dst = AllocatePageAligned(bytes);
     std::memset(src.get(), 1, bytes);
     std::memset(dst.get(), 0, bytes);
-    const double copy = MedianPerCall([&] { std::memcpy(dst.get(), src.get(), bytes); }, min_time);
-    // volatile: the sum must be formed, or the loop is dead code.
+    // volatile: the sum must be formed, or the loop is dead code. The read and the copy in
+    // alternating batches, as the cases and their memcpy (bench_timing.h).
     volatile uint64_t sink = 0;
-    const double read =
-        MedianPerCall([&] { sink = sink + TouchLines(src.get(), bytes); }, min_time);
-    out.push_back({bytes, 2.0 * static_cast<double>(bytes) / copy / 1e9,
-                   static_cast<double>(bytes) / read / 1e9});
+    const PairTiming t =
+        TimeAgainstCopy([&] { sink = sink + TouchLines(src.get(), bytes); },
+                        [&] { std::memcpy(dst.get(), src.get(), bytes); }, min_time);
+    out.push_back({bytes, 2.0 * static_cast<double>(bytes) / t.copy / 1e9,
+                   static_cast<double>(bytes) / t.kernel / 1e9});
   }
   return out;
 }

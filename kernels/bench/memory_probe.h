@@ -18,8 +18,8 @@ struct MemoryProbe {
   double read_gbps;  // one 8-byte load a cache line over the buffer: lines' bytes per second
 };
 
-// Each size in turn (its buffers allocated, touched, timed and freed): the median of five
-// batches of at least min_time / 5 seconds each, for the copy and for the read.
+// Each size in turn (its buffers allocated, touched, timed and freed): the copy and the read
+// in alternating batches (TimeAgainstCopy, bench_timing.h), the median of each.
 std::vector<MemoryProbe> ProbeMemory(const std::vector<size_t>& sizes, double min_time);
 
 }  // namespace normd::kernels::bench
