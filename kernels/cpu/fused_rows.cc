@@ -137,10 +137,11 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
         d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
         kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, kS ? Offset(skip, kT, at) : nullptr);
   };
-  // The sums' input kFusedAheadBytes ahead of them fetched into L2, a line at a time
+  // The sums' input FusedAheadBytes ahead of them fetched into L2, a line at a time
   // (row_plan.h): the hardware's prefetch alone kept this loop well below a copy's speed.
   // Past the last row the fetches touch memory that is not read; a prefetch cannot fault.
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(next) + kFusedAheadBytes;
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(next) +
+                          FusedAheadBytes(n * static_cast<int64_t>(ElementSize(kT)));
   const int64_t block_bytes = block * static_cast<int64_t>(ElementSize(kT));
   // The lines of one block's worth of elements from element i of `base`.
   const auto lines = [&](uintptr_t base, int64_t i) HWY_ATTR __attribute__((always_inline)) {

@@ -269,14 +269,13 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
                  Offset(a.y.data, a.y.dtype, (r + 1) * cols));
   }
   // Large rows read in place (f32, and f16/bf16 widened again: typed) without a residual
-  // or with one added last, Hugging Face's cast included, kFusedMinCols to kFusedMaxCols
-  // columns: row r's epilogue and row r+1's sums in one loop (fused_rows.cc), the same bits
-  // as the two passes, which take the first row's sums, the last row's epilogue, and any row
-  // that the loop leaves (a row not a whole number of its blocks, or with a mean of exactly
+  // or with one added last, Hugging Face's cast included, from kFusedMinCols columns
+  // (OneLoopFits, row_plan.h): row r's epilogue and row r+1's sums in one loop (fused_rows.cc), the
+  // same bits as the two passes, which take the first row's sums, the last row's epilogue, and any
+  // row that the loop leaves (a row not a whole number of its blocks, or with a mean of exactly
   // zero).
   const bool one_loop = p.stream && !add_then_norm && stat_cols == cols && source.in_place &&
-                        a.y.dtype == t && cols >= kFusedMinCols && cols <= kFusedMaxCols &&
-                        row_end - r >= 2 &&
+                        a.y.dtype == t && cols >= kFusedMinCols && row_end - r >= 2 &&
                         OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, cols);
   const FusedRowPairFn fused = one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr,
                                                            p.bias != nullptr, norm_then_add, cast)

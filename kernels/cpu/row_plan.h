@@ -152,35 +152,57 @@ constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 // session, an Intel VM): at 4096x4096 LayerNorm f16/bf16 0.55-0.64 -> 0.71-0.81 / 0.62-0.68 ->
 // 0.73-0.85, RMSNorm, Gemma's and L2 0.68-0.82 -> 0.72-0.88 / 0.69-0.82 -> 0.78-0.91; at 16384x1024
 // 0.59-0.75 -> 0.66-0.86 / 0.63-0.78 -> 0.71-0.90. At 1024x65536 (rows of 128 KiB) it lost
-// (LayerNorm f16 0.41-0.50 -> 0.38-0.43, L2 bf16 0.74-0.85 -> 0.51-0.62), and rows between
-// 4096 and 65536 columns were not measured: they keep the two passes. Fetching a later row
-// in the loop as well moved the rows both ways. f32 rows took the loop later (a Zen 5 VM,
-// BENCHMARKS.md, issue 16, forty-second session; two sets of five and four alternating
-// rounds, the sets' medians, one thread / two): at 16384x1024 LayerNorm 0.70, 0.93 -> 1.03,
-// 1.01 / 0.75, 0.89 -> 1.05, 1.04, L2 one thread 0.77, 0.83 -> 0.89, 0.99, Gemma's RMSNorm
-// (first set) 0.67 -> 0.84 / 0.79 -> 0.96; at 4096x4096, where a LayerNorm row with its
-// weight and bias outgrows L1, from -0.07 to +0.11. Hugging Face's cast took it after (a Zen 3
-// VM, forty-third session, five alternating rounds, kernel GB/s medians, one thread / two): f16
-// 16384x1024 7.4 -> 12.4 / 14.7 -> 21.6, 4096x4096 9.1 -> 11.0 / 14.7 -> 17.9; bf16 4096x4096
-// 6.3 -> 7.2 / 11.8 -> 12.4, 16384x1024 6.6 -> 6.1 / 10.2 -> 12.0 (bf16 rows run at 5-7 GB/s there
-// either way; not profiled).
+// (LayerNorm f16 0.41-0.50 -> 0.38-0.43, L2 bf16 0.74-0.85 -> 0.51-0.62); since the statistics
+// pass fetched long rows ahead (kFusedLongRowBytes, below) it gains there for f32 and bf16. Rows
+// between 4096 columns and kFusedLongRowBytes were not measured: they keep the two passes. Fetching
+// a later row in the loop as well moved the rows both ways. f32 rows took the loop later (a Zen 5
+// VM, BENCHMARKS.md, issue 16, forty-second session; two sets of five and four alternating rounds,
+// the sets' medians, one thread / two): at 16384x1024 LayerNorm 0.70, 0.93 -> 1.03, 1.01 / 0.75,
+// 0.89 -> 1.05, 1.04, L2 one thread 0.77, 0.83 -> 0.89, 0.99, Gemma's RMSNorm (first set) 0.67 ->
+// 0.84 / 0.79 -> 0.96; at 4096x4096, where a LayerNorm row with its weight and bias outgrows L1,
+// from -0.07 to +0.11. Hugging Face's cast took it after (a Zen 3 VM, forty-third session, five
+// alternating rounds, kernel GB/s medians, one thread / two): f16 16384x1024 7.4 -> 12.4 / 14.7
+// -> 21.6, 4096x4096 9.1 -> 11.0 / 14.7 -> 17.9; bf16 4096x4096 6.3 -> 7.2 / 11.8 -> 12.4,
+// 16384x1024 6.6 -> 6.1 / 10.2 -> 12.0 (bf16 rows run at 5-7 GB/s there either way; not profiled).
 constexpr int64_t kFusedMinCols = 1024;
 constexpr int64_t kFusedMaxCols = 4096;
 
-// Whether a row of `cols` columns in dtype t, with or without an fp32 weight and bias, takes
-// the one-loop pass when the rules above let it. An f32 row with both a weight and a bias
-// (LayerNorm, LayerNorm then add) at more than kFusedAffineF32MaxCols columns keeps the two
-// passes: at 4096 columns the loop's working set (the row being finished, its weight and
-// bias, and the next row: 64 KiB) outgrows a 48 KiB L1, where RMSNorm's (48 KiB) does not.
-// On the Intel VM (BENCHMARKS.md, issue 16, fifty-fourth session), one thread, four
-// alternating rounds, ratio to memcpy: LayerNorm f32 4096x4096 0.69 (0.64-0.74) in the loop,
-// 0.79 (0.77-0.80) in two passes; LayerNorm then add f32 the same either way (0.69, 0.70);
-// every other f32 row 0.05-0.20 faster in the loop (RMSNorm 4096x4096 0.97 against 0.82). On
-// the Zen 5 VM the loop had measured LayerNorm f32 4096x4096 the same either way (0.64-0.67,
-// forty-second session).
+// An f32 row with both a weight and a bias (LayerNorm, LayerNorm then add) at more than
+// kFusedAffineF32MaxCols columns keeps the two passes (but long rows, below): at 4096 columns the
+// loop's working set (the row being finished, its weight and bias, and the next row: 64 KiB)
+// outgrows a 48 KiB L1, where RMSNorm's (48 KiB) does not. On the Intel VM (BENCHMARKS.md, issue
+// 16, fifty-fourth session), one thread, four alternating rounds, ratio to memcpy: LayerNorm f32
+// 4096x4096 0.69 (0.64-0.74) in the loop, 0.79 (0.77-0.80) in two passes; LayerNorm then add f32
+// the same either way (0.69, 0.70); every other f32 row 0.05-0.20 faster in the loop (RMSNorm
+// 4096x4096 0.97 against 0.82). On the Zen 5 VM the loop had measured LayerNorm f32 4096x4096 the
+// same either way (0.64-0.67, forty-second session).
 constexpr int64_t kFusedAffineF32MaxCols = 2048;
+
+// Rows of at least kFusedLongRowBytes (the 1024x65536 cases: 128-256 KiB a row, from memory)
+// in f32 and bf16 take the one-loop pass too, the weight and bias with them however long, and
+// fetch kFusedLongAheadBytes ahead (the shorter rows' kFusedAheadBytes, below, measured within
+// the spread). Apart, the statistics pass reads the row from memory (about 11-13 GB/s on one
+// thread of the Intel VM) and the epilogue then streams its output out; in one loop the two
+// overlap as in a copy. On the Intel VM (BENCHMARKS.md, issue 16, fifty-ninth session), one
+// thread / two, three alternating rounds against the two passes, medians of the ratio to memcpy
+// at 1024x65536: f32 LayerNorm 0.55 / 0.59 -> 0.66 / 0.70, RMSNorm 0.73 / 0.80 -> 0.82 / 0.87,
+// Hugging Face's 0.72 / 0.79 -> 0.79 / 0.83, L2 0.82 / 0.87 -> 0.92 / 0.94, LayerNorm then add
+// 0.55 / 0.57 -> 0.66 / 0.68, Gemma's 0.77 / 0.81 -> 0.77 / 0.83; bf16 +0.02 to +0.09 one thread
+// (RMSNorm 0.57 -> 0.66, LayerNorm 0.53 -> 0.60). f16 keeps the two passes: in seven exploratory
+// rounds its rows moved -0.06 to +0.03.
+constexpr int64_t kFusedLongRowBytes = 64 << 10;
+constexpr int64_t kFusedLongAheadBytes = 16 << 10;
+
+// Whether a row of `cols` columns in dtype t, kFusedMinCols or more, takes the one-loop pass
+// where the kernel's other rules (row_norm_simd.cc) let it: up to kFusedMaxCols columns but
+// f32 rows with both a weight and a bias beyond kFusedAffineF32MaxCols, and long rows of f32
+// and bf16 (kFusedLongRowBytes).
 inline bool OneLoopFits(DType t, bool weight, bool bias, int64_t cols) {
-  return !(t == DType::kF32 && weight && bias && cols > kFusedAffineF32MaxCols);
+  if (cols * static_cast<int64_t>(ElementSize(t)) >= kFusedLongRowBytes) {
+    return t != DType::kF16;
+  }
+  return cols <= kFusedMaxCols &&
+         !(t == DType::kF32 && weight && bias && cols > kFusedAffineF32MaxCols);
 }
 
 // How far ahead of its sums the one-loop pass fetches the next rows' input into L2. On a Zen 5
@@ -194,6 +216,9 @@ inline bool OneLoopFits(DType t, bool weight, bool bias, int64_t cols) {
 // check (thirty-ninth session, three rounds) had bf16 better at 4 KiB and f16 worse; bf16 at
 // 4 KiB with f16 at 8 KiB was then no better than 8 KiB for both in six rounds (fortieth).
 constexpr int64_t kFusedAheadBytes = 8 << 10;
+inline int64_t FusedAheadBytes(int64_t row_bytes) {
+  return row_bytes >= kFusedLongRowBytes ? kFusedLongAheadBytes : kFusedAheadBytes;
+}
 
 }  // namespace normd::kernels::cpu
 

@@ -111,6 +111,70 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   });
 }
 
+// Long rows (from kFusedLongRowBytes, row_plan.h: 64 KiB) of f32 and bf16 take the one-loop
+// pass where their output streams, the two passes where it does not: the same bits, at an
+// aligned output and at one that needs a head, with and without a weight and bias, Gemma's
+// offset, Hugging Face's cast and a residual added last. f16 rows keep the two passes either
+// way.
+TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
+  ForEachTarget([] {
+    std::mt19937_64 rng(13);
+    const int64_t rows = 4;
+    for (const auto& tc : {std::pair{DType::kF32, int64_t{16384}},
+                           {DType::kBF16, int64_t{32768}},
+                           {DType::kF16, int64_t{32768}}}) {
+      const DType t = tc.first;
+      const int64_t cols = tc.second;
+      Buffer x = Buffer::Of(t, RandomValues(rng, rows * cols, 0.5f, 2));
+      Buffer skip = Buffer::Of(t, RandomValues(rng, rows * cols));
+      Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.1f));
+      Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols));
+      struct Variant {
+        RowNormKind kind;
+        bool weight, bias, cast;
+        double offset;
+      };
+      for (const Variant& v : {Variant{RowNormKind::kLayer, true, true, false, 0},
+                               Variant{RowNormKind::kLayer, false, false, false, 0},
+                               Variant{RowNormKind::kRms, true, false, false, 0},
+                               Variant{RowNormKind::kRms, true, false, false, 1},
+                               Variant{RowNormKind::kRms, true, false, true, 0},
+                               Variant{RowNormKind::kL2, false, false, false, 0}}) {
+        if (v.cast && t == DType::kF32) continue;
+        for (ResidualPlacement residual :
+             {ResidualPlacement::kNone, ResidualPlacement::kNormThenAdd}) {
+          const size_t esize = ElementSize(t);
+          for (size_t offset : {size_t{0}, size_t{3}}) {
+            auto run = [&](int64_t stream_bytes) {
+              std::vector<unsigned char> out((rows * cols + 64) * esize);
+              RowNormArgs a;
+              a.kind = v.kind;
+              a.rows = rows;
+              a.cols = cols;
+              a.x = x.view();
+              if (v.weight) a.weight = w.view();
+              if (v.bias) a.bias = b.view();
+              a.weight_offset = v.offset;
+              a.cast_before_weight = v.cast;
+              a.residual = residual;
+              if (residual != ResidualPlacement::kNone) a.skip = skip.view();
+              a.y = {t, out.data() + offset * esize, rows * cols};
+              CpuBackendOptions options;
+              options.stream_bytes = stream_bytes;
+              EXPECT_TRUE(CpuBackend(options).RowNorm(a).ok());
+              return out;
+            };
+            ASSERT_EQ(run(int64_t{1} << 60), run(0))
+                << DTypeName(t) << " kind " << static_cast<int>(v.kind) << " weight " << v.weight
+                << " bias " << v.bias << " cast " << v.cast << " offset " << v.offset
+                << " residual " << static_cast<int>(residual) << " y offset " << offset;
+          }
+        }
+      }
+    }
+  });
+}
+
 // An fp32 weight and bias where a request's parsed bytes put them (any multiple of 4 bytes
 // past a 64-byte boundary): the backend uses them in place (row_norm.cc, F32Param), and the
 // kernels' loads and the two-row epilogue must give the bits of aligned parameters, for
