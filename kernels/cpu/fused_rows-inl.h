@@ -50,8 +50,19 @@ struct PairedParams {
 // (NoMean).
 // `paired`: e's weight and bias in paired lanes' order (PairParams), for the targets that
 // read bf16 rows so; null elsewhere, or to read them in order.
+// `add`: for a residual added first (the fused adds; else all null): this row's skip, the
+// next row's, and the next row's h (null where the call returns none), to which the loop
+// streams h = x + alpha * skip (REQUIRES: vector-aligned; else the call does nothing). The
+// sums are then of h, as LoadRow<kT, kStat, true, ...> gives them, and the epilogue forms
+// this row's h again from x and its skip (ResidualAdd: the bits of h).
+struct FusedAdd {
+  const void* skip = nullptr;
+  const void* next_skip = nullptr;
+  void* next_h = nullptr;
+};
 using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, const Epilogue& e,
-                                     const PairedParams* paired, void* y, RowSums* next_sums);
+                                     const PairedParams* paired, void* y, RowSums* next_sums,
+                                     const FusedAdd& add);
 
 // Where this target's one-loop pass reads rows of dtype t in paired lanes (AVX2, bf16): the
 // n-element weight and bias (either may be null) in paired lanes' order, in a buffer of the
@@ -66,7 +77,10 @@ const PairedParams* PairParams(DType t, const float* weight, const float* bias, 
 // the normalized value rounded to x's dtype before the weight, Hugging Face's order; f16/bf16
 // sums of squares only); nullptr where there is none (other statistics, targets narrower
 // than AVX2: those rows take the two passes).
-FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip, bool cast);
+// `add_first`: a residual added before the statistics (FusedAdd), returning h or not (`h`):
+// f32 RMSNorm with a weight and LayerNorm with a weight and a bias, not with `skip`.
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip, bool cast,
+                                bool add_first = false, bool h = false);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace normd::kernels::cpu

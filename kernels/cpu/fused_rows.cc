@@ -63,9 +63,12 @@ const PairedParams* PairParams(DType t, const float* weight, const float* bias, 
 }
 
 // kC: the normalized value rounded to kT before the weight (cast_before_weight).
-template <DType kT, Stat kStat, bool kW, bool kB, bool kS, bool kC>
+// kR: a residual added first (FusedAdd), kH: with the next row's h streamed out.
+template <DType kT, Stat kStat, bool kW, bool kB, bool kS, bool kC, bool kR = false,
+          bool kH = false>
 FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogue& e,
-                       const PairedParams* paired, void* y, RowSums* next_sums) {
+                       const PairedParams* paired, void* y, RowSums* next_sums,
+                       const FusedAdd& add) {
   constexpr bool moments = kStat == Stat::kMoments;
   // LoadRow's blocks: f16/bf16 moments in sixteen vectors, f32 moments and sums of squares
   // in eight.
@@ -82,13 +85,30 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   if (n % block != 0 || n == 0 || (kB || !NoMean(e)) != kM) return {};
   const int64_t head = StreamHead(y, ElementSize(kT), N, n);
   if (head < 0) return {};
+  void* const next_h = add.next_h;
+  if (kH && reinterpret_cast<uintptr_t>(next_h) % (N * ElementSize(kT)) != 0) return {};
+  const V valpha = hn::Set(d, e.alpha);
+  // The next row's element i as its sums take it: x, or h = x + alpha * skip (kR), streamed
+  // out (kH).
+  const auto next_value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    V v = LoadAs<kT>(d, Offset(next, kT, i));
+    if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kT>(d, Offset(add.next_skip, kT, i)), v);
+    if constexpr (kH) StreamAs<kT>(d, v, Offset(next_h, kT, i));
+    return v;
+  };
 
   // The next row's sums, as LoadRow forms them: the shift from its first eight vectors
   // (n >= 16 vectors here), the terms in blocks summed as pairwise trees into double.
   RowSums out;
   if constexpr (moments) {
-    V acc = LoadAs<kT>(d, next);
-    for (int64_t j = 1; j < 8; ++j) acc = hn::Add(acc, LoadAs<kT>(d, Offset(next, kT, j * N)));
+    // The first vectors again (not stored: their h is streamed by the blocks below).
+    const auto shift_value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+      V v = LoadAs<kT>(d, Offset(next, kT, i));
+      if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kT>(d, Offset(add.next_skip, kT, i)), v);
+      return v;
+    };
+    V acc = shift_value(0);
+    for (int64_t j = 1; j < 8; ++j) acc = hn::Add(acc, shift_value(j * N));
     out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(8 * N);
   }
   const V vk = hn::Set(d, out.shift);
@@ -119,7 +139,6 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // This row's epilogue, as EpilogueRun forms it.
   const V vhi = hn::Set(d, e.hi), vs = hn::Set(d, e.scale);
   const V vlos = hn::Set(d, -(e.lo * e.scale));
-  const V valpha = hn::Set(d, e.alpha);
   // Locals: y's stores could alias e. fp32: the one-loop pass never gets parameters in the
   // input's dtype (ParamsInPlace, row_plan.h: outputs in cache only).
   const float *weight = static_cast<const float*>(e.weight),
@@ -127,15 +146,21 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // kS: this row's skip, added last. The next row's (rows are contiguous) is fetched a block
   // at a time beside its input, for its epilogue in the next call, as the two passes'
   // epilogue fetches it whole (the skip is read nowhere else).
-  const void* skip = e.skip;
-  const uintptr_t next_skip = kS ? reinterpret_cast<uintptr_t>(Offset(skip, kT, n)) : uintptr_t{0};
+  // kR: this row's skip, added first, and the next row's, read by the sums and fetched ahead
+  // of them as the input is.
+  const void* skip = kR ? add.skip : e.skip;
+  const uintptr_t next_skip = kS   ? reinterpret_cast<uintptr_t>(Offset(skip, kT, n))
+                              : kR ? reinterpret_cast<uintptr_t>(add.next_skip) +
+                                         FusedAheadBytes(n * static_cast<int64_t>(ElementSize(kT)))
+                                   : uintptr_t{0};
   // Block k: the next row's block at i = k * block, this row's output from head + i (its
   // vector-aligned part). With a head, the last block of sums has no output beside it.
   const int64_t blocks = (n - head) / block;
   const auto value = [&](int64_t at) HWY_ATTR __attribute__((always_inline)) {
-    return EpilogueValue<kT, kT, kC, kW, kB, kS, false, kM>(
+    return EpilogueValue<kT, kT, kC, kW, kB, kS, kR, kM>(
         d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
-        kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha, kS ? Offset(skip, kT, at) : nullptr);
+        kB ? hn::LoadU(d, bias + at) : hn::Zero(d), valpha,
+        kS || kR ? Offset(skip, kT, at) : nullptr);
   };
   // The sums' input FusedAheadBytes ahead of them fetched into L2, a line at a time
   // (row_plan.h): the hardware's prefetch alone kept this loop well below a copy's speed.
@@ -152,7 +177,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   };
   const auto fetch = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     lines(ahead, i);
-    if constexpr (kS) lines(next_skip, i);
+    if constexpr (kS || kR) lines(next_skip, i);
   };
   bool in_pairs = false;
 #if HWY_TARGET == HWY_AVX2
@@ -160,7 +185,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // element, on a pair of vectors. One thread, five alternating rounds on a Zen 3 VM
   // (BENCHMARKS.md, issue 16, fiftieth session), median ratio to memcpy: LayerNorm bf16
   // 4096x4096 0.51 -> 0.58, 16384x1024 0.54 -> 0.56; RMSNorm 0.62 -> 0.67, 0.64 -> 0.68.
-  if constexpr (kT == DType::kBF16) {
+  if constexpr (kT == DType::kBF16 && !kR) {
     in_pairs = paired != nullptr && head == 0 && reinterpret_cast<uintptr_t>(y) % (4 * N) == 0;
     if (in_pairs) {
       const __m256i zero = _mm256_setzero_si256();
@@ -198,8 +223,8 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
       // Unrolled, so that the array becomes registers (GCC keeps it in memory otherwise).
 #pragma GCC unroll 16
       for (int j = 0; j < kVectors; j += 2) {
-        c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
-        c[j + 1] = term(LoadAs<kT>(d, Offset(next, kT, i + (j + 1) * N)));
+        c[j] = term(next_value(i + j * N));
+        c[j + 1] = term(next_value(i + (j + 1) * N));
         const int64_t at = head + i + j * N;
         StreamAs2<kT>(d, value(at), value(at + N), Offset(y, kT, at));
       }
@@ -211,7 +236,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
       V c[kVectors];
 #pragma GCC unroll 16
       for (int j = 0; j < kVectors; ++j) {
-        c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
+        c[j] = term(next_value(i + j * N));
         const int64_t at = head + i + j * N;
         StreamAs<kT>(d, value(at), Offset(y, kT, at));
       }
@@ -221,7 +246,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   for (int64_t i = blocks * block; i < n; i += block) {
     V c[kVectors];
 #pragma GCC unroll 16
-    for (int j = 0; j < kVectors; ++j) c[j] = term(LoadAs<kT>(d, Offset(next, kT, i + j * N)));
+    for (int j = 0; j < kVectors; ++j) c[j] = term(next_value(i + j * N));
     flush(c);
   }
   out.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
@@ -231,6 +256,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   (void)bias;
   (void)skip;
   (void)next_skip;
+  (void)next_h;
   return {head, head + blocks * block};
 }
 
@@ -250,7 +276,22 @@ FusedRowPairFn PickFusedRowPairT(bool w, bool b, bool skip) {
               : PickFusedRowPairT<kT, kStat, false, kC>(w, b);
 }
 
-FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip, bool cast) {
+FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool skip, bool cast,
+                                bool add_first, bool h) {
+  if (add_first) {
+    // The fused adds' forms in f32 (OneLoopAddFits, row_plan.h): RMSNorm with a weight,
+    // LayerNorm with a weight and a bias; with h (without it an f32 row goes through the row
+    // buffer, not in place: RowSource).
+    constexpr DType kF = DType::kF32;
+    if (t != kF || skip || cast || !h) return nullptr;
+    if (stat == Stat::kMoments && weight && bias) {
+      return &FusedRowPair<kF, Stat::kMoments, true, true, false, false, true, true>;
+    }
+    if (stat == Stat::kSumOfSquares && weight && !bias) {
+      return &FusedRowPair<kF, Stat::kSumOfSquares, true, false, false, false, true, true>;
+    }
+    return nullptr;
+  }
   // The cast (cast_before_weight) is RMSNorm's and rounds to f16/bf16: instantiated for sums
   // of squares of those dtypes only.
   constexpr Stat kMo = Stat::kMoments, kSq = Stat::kSumOfSquares;
@@ -275,7 +316,7 @@ FusedRowPairFn PickFusedRowPair(DType t, Stat stat, bool weight, bool bias, bool
 
 #else
 
-FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool, bool) { return nullptr; }
+FusedRowPairFn PickFusedRowPair(DType, Stat, bool, bool, bool, bool, bool, bool) { return nullptr; }
 const PairedParams* PairParams(DType, const float*, const float*, int64_t, PairedParams*) {
   return nullptr;
 }
@@ -293,7 +334,8 @@ bool OneLoopSumsImpl(DType t, bool moments, const void* x, const void* next, int
   RowSums sums;
   // Paired lanes where the target reads them (no parameters to put in their order).
   PairedParams paired;
-  if (pass(x, next, n, e, PairParams(t, nullptr, nullptr, n, &paired), y, &sums).begin < 0) {
+  if (pass(x, next, n, e, PairParams(t, nullptr, nullptr, n, &paired), y, &sums, FusedAdd{}).begin <
+      0) {
     return false;
   }
   // As the two passes read a large row in place: nothing written to buf.

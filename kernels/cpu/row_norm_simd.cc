@@ -244,14 +244,17 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     if (source.reform) er->skip = skip;
     return src;
   };
-  // Row r's sums (LoadRow), then its statistics (finish).
+  // Row r's sums (LoadRow), into `row` where it has a buffer.
+  const auto sums_of = [&](int64_t r, float* row) HWY_ATTR __attribute__((always_inline)) {
+    const auto [x, h, skip] = row_at(r);
+    return (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0
+                ? load_streaming_h
+                : load)(x, skip, e.alpha, cols, row, stat_cols, h);
+  };
+  // Row r's sums, then its statistics (finish).
   const auto stats = [&](int64_t r, float* row, Epilogue* er) HWY_ATTR
       __attribute__((always_inline)) {
-    const auto [x, h, skip] = row_at(r);
-    const RowSums sums =
-        (h != nullptr && reinterpret_cast<uintptr_t>(h) % h_align == 0 ? load_streaming_h : load)(
-            x, skip, e.alpha, cols, row, stat_cols, h);
-    return finish(r, row, sums, er);
+    return finish(r, row, sums_of(r, row), er);
   };
   // Rows in cache with a weight and a bias go in pairs, sharing each parameter vector's
   // load (EpilogueStore2); the rest one by one, large rows each prefetching the next.
@@ -274,12 +277,16 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // same bits as the two passes, which take the first row's sums, the last row's epilogue, and any
   // row that the loop leaves (a row not a whole number of its blocks, or with a mean of exactly
   // zero).
-  const bool one_loop = p.stream && !add_then_norm && stat_cols == cols && source.in_place &&
-                        a.y.dtype == t && cols >= kFusedMinCols && row_end - r >= 2 &&
+  // Long rows with a residual added first too (OneLoopAddFits), their h formed again from x and
+  // the skip in the loop's epilogue.
+  const bool one_loop = p.stream && (!add_then_norm || OneLoopAddFits(t, cols)) &&
+                        stat_cols == cols && source.in_place && a.y.dtype == t &&
+                        cols >= kFusedMinCols && row_end - r >= 2 &&
                         OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, cols);
-  const FusedRowPairFn fused = one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr,
-                                                           p.bias != nullptr, norm_then_add, cast)
-                                        : nullptr;
+  const FusedRowPairFn fused =
+      one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr,
+                                  norm_then_add, cast, add_then_norm, a.h.present())
+               : nullptr;
   // Large bf16 rows read in place that keep the two passes: their epilogue in paired lanes
   // (paired_epilogue.cc), but for RMSNorm's partial statistics, whose epilogue reads most of
   // the row from memory (no gain in two sets of four rounds: -6% to +8%). The weight and bias
@@ -321,17 +328,20 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       const void* next = Offset(a.x.data, t, (r + 1) * cols);
       void* y = Offset(a.y.data, t, r * cols);
       RowSums sums;
-      const FusedSpan span = fused(src, next, cols, cur, paired, y, &sums);
+      FusedAdd add;
+      if (add_then_norm) add = {row_at(r).skip, row_at(r + 1).skip, row_at(r + 1).h};
+      const FusedSpan span =
+          fused(add_then_norm ? row_at(r).x : src, next, cols, cur, paired, y, &sums, add);
       if (span.begin >= 0) {
         part(src, cur, 0, span.begin, y);
         part(src, cur, span.end, cols, y);
       } else {  // the two passes, this row's epilogue fetching the next row
         cur.prefetch = static_cast<const char*>(next);
-        if (norm_then_add) {
+        if (norm_then_add || source.reform) {
           cur.prefetch_skip = static_cast<const char*>(Offset(a.skip.data, t, (r + 1) * cols));
         }
         epilogue_one(src, cur, y);
-        sums = load(next, nullptr, 1.0f, cols, rows2, stat_cols, nullptr);
+        sums = sums_of(r + 1, rows2);
       }
       Epilogue following = e;
       src = finish(r + 1, rows2, sums, &following);

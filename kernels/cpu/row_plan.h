@@ -205,6 +205,18 @@ inline bool OneLoopFits(DType t, bool weight, bool bias, int64_t cols) {
          !(t == DType::kF32 && weight && bias && cols > kFusedAffineF32MaxCols);
 }
 
+// Whether a row with a residual added first (the fused adds: RMSNorm with a weight, LayerNorm
+// with a weight and a bias) takes the one-loop pass, its h streamed out beside the next row's
+// sums and formed again from x and the skip in this row's epilogue: long f32 rows
+// (kFusedLongRowBytes). On the Intel VM (BENCHMARKS.md, issue 16, fifty-ninth session), one
+// thread / two, four alternating rounds against the two passes, medians of the ratio to memcpy
+// at 1024x65536: fused add+RMSNorm f32 0.52 / 0.53 -> 0.84 / 0.84, fused add+LayerNorm f32 0.56 /
+// 0.57 -> 0.78 / 0.77; bf16 the same either way (0.68 / 0.72 and 0.61 / 0.64 in two passes), f16
+// slower in the loop (0.69 -> 0.58, 0.63 -> 0.56): both keep the two passes.
+inline bool OneLoopAddFits(DType t, int64_t cols) {
+  return t == DType::kF32 && cols * static_cast<int64_t>(ElementSize(t)) >= kFusedLongRowBytes;
+}
+
 // How far ahead of its sums the one-loop pass fetches the next rows' input into L2. On a Zen 5
 // VM (BENCHMARKS.md, issue 16, thirty-eighth session), with the hardware's prefetch alone,
 // LayerNorm and RMSNorm f16/bf16 ran this loop at 0.36-0.66 of memcpy at 4096x4096, and a

@@ -114,8 +114,8 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
 // Long rows (from kFusedLongRowBytes, row_plan.h: 64 KiB) of f32 and bf16 take the one-loop
 // pass where their output streams, the two passes where it does not: the same bits, at an
 // aligned output and at one that needs a head, with and without a weight and bias, Gemma's
-// offset, Hugging Face's cast and a residual added last. f16 rows keep the two passes either
-// way.
+// offset, Hugging Face's cast and a residual added last, and f32 rows with a residual added
+// first. f16 rows keep the two passes either way.
 TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
   ForEachTarget([] {
     std::mt19937_64 rng(13);
@@ -141,12 +141,23 @@ TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
                                Variant{RowNormKind::kRms, true, false, true, 0},
                                Variant{RowNormKind::kL2, false, false, false, 0}}) {
         if (v.cast && t == DType::kF32) continue;
-        for (ResidualPlacement residual :
-             {ResidualPlacement::kNone, ResidualPlacement::kNormThenAdd}) {
+        // A residual added first (f32 LayerNorm with a weight and a bias, RMSNorm with a
+        // weight, returning h: the fused adds' loop), returning h (compared too) and not.
+        for (const auto& rh : {std::pair{ResidualPlacement::kNone, false},
+                               {ResidualPlacement::kNormThenAdd, false},
+                               {ResidualPlacement::kAddThenNorm, true},
+                               {ResidualPlacement::kAddThenNorm, false}}) {
+          const ResidualPlacement residual = rh.first;
+          const bool with_h = rh.second;
           const size_t esize = ElementSize(t);
           for (size_t offset : {size_t{0}, size_t{3}}) {
             auto run = [&](int64_t stream_bytes) {
-              std::vector<unsigned char> out((rows * cols + 64) * esize);
+              std::vector<unsigned char> out((rows * cols + 64) * esize), h(out.size());
+              // From a 64-byte boundary (a vector's on every target), then `offset` elements on.
+              const auto at = [&](std::vector<unsigned char>& v) {
+                const uintptr_t base = reinterpret_cast<uintptr_t>(v.data());
+                return reinterpret_cast<unsigned char*>((base + 63) / 64 * 64) + offset * esize;
+              };
               RowNormArgs a;
               a.kind = v.kind;
               a.rows = rows;
@@ -158,16 +169,23 @@ TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
               a.cast_before_weight = v.cast;
               a.residual = residual;
               if (residual != ResidualPlacement::kNone) a.skip = skip.view();
-              a.y = {t, out.data() + offset * esize, rows * cols};
+              // h aligned (streamed from the loop) at an aligned y, not at the other.
+              if (with_h) a.h = {t, at(h), rows * cols};
+              a.y = {t, at(out), rows * cols};
               CpuBackendOptions options;
               options.stream_bytes = stream_bytes;
               EXPECT_TRUE(CpuBackend(options).RowNorm(a).ok());
-              return out;
+              // The output and h as written, wherever each buffer began.
+              const size_t bytes = static_cast<size_t>(rows * cols) * esize;
+              std::vector<unsigned char> written(at(out), at(out) + bytes);
+              if (with_h) written.insert(written.end(), at(h), at(h) + bytes);
+              return written;
             };
             ASSERT_EQ(run(int64_t{1} << 60), run(0))
                 << DTypeName(t) << " kind " << static_cast<int>(v.kind) << " weight " << v.weight
                 << " bias " << v.bias << " cast " << v.cast << " offset " << v.offset
-                << " residual " << static_cast<int>(residual) << " y offset " << offset;
+                << " residual " << static_cast<int>(residual) << " h " << with_h << " y offset "
+                << offset;
           }
         }
       }
