@@ -88,11 +88,15 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   void* const next_h = add.next_h;
   if (kH && reinterpret_cast<uintptr_t>(next_h) % (N * ElementSize(kT)) != 0) return {};
   const V valpha = hn::Set(d, e.alpha);
-  // The next row's element i as its sums take it: x, or h = x + alpha * skip (kR), streamed
-  // out (kH).
-  const auto next_value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+  // The next row's element i as its sums take it: x, or h = x + alpha * skip (kR).
+  const auto sum_value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     V v = LoadAs<kT>(d, Offset(next, kT, i));
     if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kT>(d, Offset(add.next_skip, kT, i)), v);
+    return v;
+  };
+  // ... and h streamed out (kH), once an element: by the blocks below, not the shift.
+  const auto next_value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
+    const V v = sum_value(i);
     if constexpr (kH) StreamAs<kT>(d, v, Offset(next_h, kT, i));
     return v;
   };
@@ -101,14 +105,8 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // (n >= 16 vectors here), the terms in blocks summed as pairwise trees into double.
   RowSums out;
   if constexpr (moments) {
-    // The first vectors again (not stored: their h is streamed by the blocks below).
-    const auto shift_value = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
-      V v = LoadAs<kT>(d, Offset(next, kT, i));
-      if constexpr (kR) v = ResidualAdd(valpha, LoadAs<kT>(d, Offset(add.next_skip, kT, i)), v);
-      return v;
-    };
-    V acc = shift_value(0);
-    for (int64_t j = 1; j < 8; ++j) acc = hn::Add(acc, shift_value(j * N));
+    V acc = sum_value(0);
+    for (int64_t j = 1; j < 8; ++j) acc = hn::Add(acc, sum_value(j * N));
     out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(8 * N);
   }
   const V vk = hn::Set(d, out.shift);
@@ -149,9 +147,9 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // kR: this row's skip, added first, and the next row's, read by the sums and fetched ahead
   // of them as the input is.
   const void* skip = kR ? add.skip : e.skip;
+  const int64_t ahead_bytes = FusedAheadBytes(n * static_cast<int64_t>(ElementSize(kT)));
   const uintptr_t next_skip = kS   ? reinterpret_cast<uintptr_t>(Offset(skip, kT, n))
-                              : kR ? reinterpret_cast<uintptr_t>(add.next_skip) +
-                                         FusedAheadBytes(n * static_cast<int64_t>(ElementSize(kT)))
+                              : kR ? reinterpret_cast<uintptr_t>(add.next_skip) + ahead_bytes
                                    : uintptr_t{0};
   // Block k: the next row's block at i = k * block, this row's output from head + i (its
   // vector-aligned part). With a head, the last block of sums has no output beside it.
@@ -165,8 +163,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // The sums' input FusedAheadBytes ahead of them fetched into L2, a line at a time
   // (row_plan.h): the hardware's prefetch alone kept this loop well below a copy's speed.
   // Past the last row the fetches touch memory that is not read; a prefetch cannot fault.
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(next) +
-                          FusedAheadBytes(n * static_cast<int64_t>(ElementSize(kT)));
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(next) + ahead_bytes;
   const int64_t block_bytes = block * static_cast<int64_t>(ElementSize(kT));
   // The lines of one block's worth of elements from element i of `base`.
   const auto lines = [&](uintptr_t base, int64_t i) HWY_ATTR __attribute__((always_inline)) {

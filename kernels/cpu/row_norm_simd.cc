@@ -325,13 +325,15 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     Epilogue cur = e;
     const void* src = stats(r, rows2, &cur);
     for (; r + 1 < row_end; ++r) {
-      const void* next = Offset(a.x.data, t, (r + 1) * cols);
+      const RowAt here = row_at(r), following_row = row_at(r + 1);
+      const void* next = following_row.x;
       void* y = Offset(a.y.data, t, r * cols);
       RowSums sums;
-      FusedAdd add;
-      if (add_then_norm) add = {row_at(r).skip, row_at(r + 1).skip, row_at(r + 1).h};
+      // A residual added first: the loop forms h again from x and the skip (src is h for f32).
+      const FusedAdd add =
+          add_then_norm ? FusedAdd{here.skip, following_row.skip, following_row.h} : FusedAdd{};
       const FusedSpan span =
-          fused(add_then_norm ? row_at(r).x : src, next, cols, cur, paired, y, &sums, add);
+          fused(add_then_norm ? here.x : src, next, cols, cur, paired, y, &sums, add);
       if (span.begin >= 0) {
         part(src, cur, 0, span.begin, y);
         part(src, cur, span.end, cols, y);
