@@ -21,12 +21,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "hwy/cache_control.h"
 #include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/row_epilogue-inl.h"
-#include "kernels/cpu/row_norm_simd.h"
 #include "kernels/cpu/row_moments-inl.h"
+#include "kernels/cpu/row_norm_simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
@@ -187,21 +188,40 @@ HWY_INLINE void NarrowGroupStore(const RowNormArgs& a, const RowParams& p, int64
   }
 }
 
+// How far ahead of the group being summed a streamed call fetches its rows into L2. On the
+// twenty-first session's VM, fetching two groups ahead (into L1) cost 12-15% on one thread
+// and gained 2-8% on two: its hardware prefetchers kept up with the sequential read. On the
+// Intel VM of the later sessions the first load of each row held a quarter of the loop's
+// samples; one thread / two, four alternating rounds, QK-norm 4096x32x128, kernel GB/s
+// medians (BENCHMARKS.md, issue 16, sixtieth session): f16 9.1 / 16.9 -> 10.8 / 19.7, bf16
+// 9.0 / 16.9 -> 10.1 / 16.9 at 8 KiB; 4, 12 and 16 KiB measured too, 8 KiB as good or better.
+constexpr int64_t kNarrowAheadBytes = 8 << 10;
+
 // Groups of kNarrowGroup rows, software-pipelined: the next group's statistics are issued
 // before this group's outputs, so that their chains of long latencies (the lanes' sums, a
 // square root and two divisions) run beside this group's stores instead of ahead of them
-// (one thread, 32-34 -> 34.5-35.6 GB/s). No software prefetch: fetching the rows two groups
-// ahead while storing cost 12-15% on one thread, where the hardware's prefetchers keep up
-// with the sequential read, and gained 2-8% on two.
+// (one thread, 32-34 -> 34.5-35.6 GB/s). Streamed calls fetch ahead (kNarrowAheadBytes).
 template <DType kT, bool kCast, bool kW, bool kB>
 void NarrowRowsT(const RowNormArgs& a, const RowParams& p, int64_t begin, int64_t end,
                  GeneralRowsFn general) {
   constexpr int kG = kNarrowGroup;
+  // Streamed calls read their rows from memory: fetch kNarrowAheadBytes ahead (above).
+  const int64_t group_bytes = kG * a.cols * static_cast<int64_t>(ElementSize(kT));
+  const bool fetch = p.stream;
   int64_t r = begin;
   if (r + kG <= end) {
     NarrowStats<kG> cur = NarrowGroupStats<kG, kT>(a, r);
     for (;; r += kG) {
       const bool more = r + 2 * kG <= end;
+      if (fetch) {
+        // The group kNarrowAheadBytes past the next one; past the last row the fetches touch
+        // memory that is not read, and a prefetch cannot fault.
+        const uintptr_t at = reinterpret_cast<uintptr_t>(Offset(a.x.data, kT, (r + kG) * a.cols)) +
+                             kNarrowAheadBytes;
+        for (int64_t l = 0; l < group_bytes; l += 64) {
+          PrefetchL2(reinterpret_cast<const void*>(at + static_cast<uintptr_t>(l)));
+        }
+      }
       NarrowStats<kG> next;
       if (more) next = NarrowGroupStats<kG, kT>(a, r + kG);
       if (cur.ok) {
