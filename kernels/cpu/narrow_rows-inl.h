@@ -1,14 +1,17 @@
-// RMSNorm and L2Norm of narrow f16/bf16 rows without a residual (QK-norm's heads of 64-256
-// columns), Highway per-target code: four rows' sums of squares and inverse scales, then
-// their outputs, in one function per combination of terms, with nothing between a row's
-// load and its store but registers and L1. Row by row through RowNormRowsImpl's general
-// passes, a 128-column f16 row cost as long as an f32 one (27 ns): the calls through
-// function pointers, the epilogue's setup and the statistics' chain of divisions were most
-// of it. QK-norm f16/bf16 at 4096x32x128, one thread, five alternating runs: 19-20 -> 40-42
-// GB/s, 0.43-0.45 -> 0.95-0.96 of memcpy (BENCHMARKS.md, issue 16, twenty-first session).
-// The arithmetic is the general passes', in their order, so the outputs are the same bits
-// (narrow_rows_test checks it). f32 rows stay on the general passes: here they ran 5-16%
-// faster on one thread but 8-13% slower on two.
+// RMSNorm and L2Norm of narrow rows without a residual (QK-norm's heads of 64-256 columns),
+// Highway per-target code: four rows' sums of squares and inverse scales, then their
+// outputs, in one function per combination of terms, with nothing between a row's load and
+// its store but registers and L1. Row by row through RowNormRowsImpl's general passes, a
+// 128-column f16 row cost as long as an f32 one (27 ns): the calls through function
+// pointers, the epilogue's setup and the statistics' chain of divisions were most of it.
+// QK-norm f16/bf16 at 4096x32x128, one thread, five alternating runs: 19-20 -> 40-42 GB/s,
+// 0.43-0.45 -> 0.95-0.96 of memcpy (BENCHMARKS.md, issue 16, twenty-first session). The
+// arithmetic is the general passes', in their order, so the outputs are the same bits
+// (narrow_rows_test checks it). f32 rows came later: on that VM they ran 5-16% faster here
+// on one thread but 8-13% slower on two, so they stayed on the general passes; on the Intel
+// VM, with the fetch ahead (kNarrowAheadBytes), four alternating rounds, one thread / two,
+// QK-norm f32 4096x32x128 12.1 / 23.0 -> 14.4 / 28.2 GB/s, 0.71 / 0.71 -> 0.88 / 0.85 of
+// memcpy (BENCHMARKS.md, issue 16, sixtieth session).
 // Include after hwy/highway.h and row_pass-inl.h inside row_norm_simd.cc and narrow_rows.cc
 // (which instantiates it). Stateless; safe from any thread.
 // Per-target include guard: each target's pass through this file needs its own copy.
@@ -43,13 +46,12 @@ constexpr int64_t kNarrowCols = 256;
 constexpr int kNarrowGroup = 4;
 
 // Whether rows of `a` go through NarrowRows: RMSNorm over the whole row or L2Norm, no
-// residual, f16/bf16 in and the same out, and a whole number of vectors per row.
+// residual, the output in the input's dtype, and a whole number of vectors per row.
 inline bool NarrowEligible(const RowNormArgs& a, int64_t stat_cols) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(D()));
   return (a.kind == RowNormKind::kRms || a.kind == RowNormKind::kL2) &&
          a.residual == ResidualPlacement::kNone && !a.h.present() && stat_cols == a.cols &&
-         a.x.dtype != DType::kF32 && a.y.dtype == a.x.dtype && a.cols <= kNarrowCols &&
-         a.cols % N == 0;
+         a.y.dtype == a.x.dtype && a.cols <= kNarrowCols && a.cols % N == 0;
 }
 
 // Rows [begin, end) the general way: for a group whose squares left fp32's range.
@@ -256,6 +258,7 @@ NarrowRowsFn PickNarrowRows(bool w, bool b) {
 
 // Instantiated once a target in narrow_rows.cc, apart from row_norm_simd.cc, so that a build
 // compiles them side by side.
+extern template NarrowRowsFn PickNarrowRows<DType::kF32, false>(bool, bool);
 extern template NarrowRowsFn PickNarrowRows<DType::kF16, false>(bool, bool);
 extern template NarrowRowsFn PickNarrowRows<DType::kF16, true>(bool, bool);
 extern template NarrowRowsFn PickNarrowRows<DType::kBF16, false>(bool, bool);
@@ -266,6 +269,8 @@ inline NarrowRowsFn PickNarrowRows(const RowNormArgs& a, const RowParams& p) {
   // cast_before_weight rounds x * scale to the input's dtype before the weight (RMSNorm).
   const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight;
   const bool w = p.weight != nullptr, b = p.bias != nullptr;
+  // f32: rounding to f32 changes nothing; the form without the cast gives the same bits.
+  if (a.x.dtype == DType::kF32) return PickNarrowRows<DType::kF32, false>(w, b);
   if (a.x.dtype == DType::kF16) {
     return cast ? PickNarrowRows<DType::kF16, true>(w, b)
                 : PickNarrowRows<DType::kF16, false>(w, b);

@@ -1,4 +1,4 @@
-// RMSNorm and L2Norm of narrow f16/bf16 rows (narrow_rows-inl.h's NarrowRowsT, through
+// RMSNorm and L2Norm of narrow rows (narrow_rows-inl.h's NarrowRowsT, through
 // PickNarrowRows<kT, kCast>), instantiated here for every SIMD target, apart from
 // row_norm_simd.cc, so that a build compiles them side by side. Stateless; safe from any
 // thread.
@@ -16,6 +16,7 @@ HWY_BEFORE_NAMESPACE();
 namespace normd::kernels::cpu {
 namespace HWY_NAMESPACE {
 
+template NarrowRowsFn PickNarrowRows<DType::kF32, false>(bool, bool);
 template NarrowRowsFn PickNarrowRows<DType::kF16, false>(bool, bool);
 template NarrowRowsFn PickNarrowRows<DType::kF16, true>(bool, bool);
 template NarrowRowsFn PickNarrowRows<DType::kBF16, false>(bool, bool);

@@ -1,4 +1,4 @@
-// Narrow f16/bf16 rows (RMSNorm and L2Norm without a residual, at most 256 columns, a whole
+// Narrow rows (RMSNorm and L2Norm without a residual, at most 256 columns, a whole
 // number of vectors: QK-norm's heads) take their own kernel (kernels/cpu/narrow_rows-inl.h).
 // It must give the general passes' bits, and meet the reference on adversarial rows,
 // including rows whose squares leave fp32's range (the group goes the general way).
@@ -71,12 +71,12 @@ std::vector<float> NarrowRows(std::mt19937_64& rng, DType t, int64_t rows, int64
   std::vector<float> v = RandomValues(rng, rows * cols, 0.25f, 1.5f);
   for (float& e : v) e = e == 0.0f ? 1.0f : e;  // no -0: x + 0 * skip would make it +0
   const auto row = [&](int64_t r) { return v.begin() + r * cols; };
-  if (t == DType::kBF16) {
+  if (t != DType::kF16) {
     for (auto it = row(5); it != row(6); ++it) *it *= 3e24f;
   }
-  // Squares below fp32's range in bf16; f16 cannot hold such values (they would round to
-  // zeros, -0 among them, which the general path's + 0 would turn into +0).
-  for (auto it = row(6); it != row(7); ++it) *it *= t == DType::kBF16 ? 1e-18f : 1e-4f;
+  // Squares below fp32's range in f32 and bf16; f16 cannot hold such values (they would round
+  // to zeros, -0 among them, which the general path's + 0 would turn into +0).
+  for (auto it = row(6); it != row(7); ++it) *it *= t != DType::kF16 ? 1e-18f : 1e-4f;
   std::fill(row(9), row(10), 0.0f);
   *(row(10) + 3) = std::numeric_limits<float>::quiet_NaN();
   return v;
@@ -98,7 +98,7 @@ TEST(NarrowRowsTest, SameBitsAsTheGeneralPasses) {
   ForEachTarget([] {
     std::mt19937_64 rng(11);
     const int64_t rows = 11;
-    for (DType t : {DType::kF16, DType::kBF16}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (const int64_t cols : {16, 64, 128, 256}) {
         const Buffer x = Buffer::Of(t, NarrowRows(rng, t, rows, cols));
         const Buffer zeros = Buffer::Of(t, std::vector<float>(rows * cols, 0.0f));
@@ -136,7 +136,7 @@ TEST(NarrowRowsTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   ForEachTarget([] {
     std::mt19937_64 rng(17);
     const int64_t rows = 9, cols = 128;
-    for (DType t : {DType::kF16, DType::kBF16}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       const Buffer x = Buffer::Of(t, RandomValues(rng, rows * cols, 0.25f, 1.5f));
       const Buffer w = Buffer::Of(DType::kF32, RandomValues(rng, cols, 1, 0.3f));
       const Buffer b = Buffer::Of(DType::kF32, RandomValues(rng, cols, 0, 0.3f));
@@ -162,7 +162,7 @@ TEST(NarrowRowsTest, MatchesReferenceOnAdversarialRows) {
   ForEachTarget([] {
     std::mt19937_64 rng(13);
     const int64_t rows = 5, cols = 128;
-    for (DType t : {DType::kF16, DType::kBF16}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       struct Case {
         std::string name;
         std::vector<float> values;
@@ -173,7 +173,7 @@ TEST(NarrowRowsTest, MatchesReferenceOnAdversarialRows) {
           {"tiny", RandomValues(rng, rows * cols, 0.0f, 1e-3f)},
           {"constant", std::vector<float>(rows * cols, 3.25f)},
       };
-      if (t == DType::kBF16) {
+      if (t != DType::kF16) {
         cases.push_back({"squares beyond fp32", RandomValues(rng, rows * cols, 0.0f, 1e25f)});
         cases.push_back({"squares below fp32", RandomValues(rng, rows * cols, 0.0f, 1e-22f)});
       }
