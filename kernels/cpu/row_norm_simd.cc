@@ -282,7 +282,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   const bool one_loop = p.stream && (!add_then_norm || OneLoopAddFits(t, cols)) &&
                         stat_cols == cols && source.in_place && a.y.dtype == t &&
                         cols >= kFusedMinCols && row_end - r >= 2 &&
-                        OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, cols);
+                        OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, norm_then_add, cols);
   const FusedRowPairFn fused =
       one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr,
                                   norm_then_add, cast, add_then_norm, a.h.present())

@@ -167,16 +167,23 @@ constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 constexpr int64_t kFusedMinCols = 1024;
 constexpr int64_t kFusedMaxCols = 4096;
 
-// An f32 row with both a weight and a bias (LayerNorm, LayerNorm then add) at more than
-// kFusedAffineF32MaxCols columns keeps the two passes (but long rows, below): at 4096 columns the
-// loop's working set (the row being finished, its weight and bias, and the next row: 64 KiB)
-// outgrows a 48 KiB L1, where RMSNorm's (48 KiB) does not. On the Intel VM (BENCHMARKS.md, issue
-// 16, fifty-fourth session), one thread, four alternating rounds, ratio to memcpy: LayerNorm f32
-// 4096x4096 0.69 (0.64-0.74) in the loop, 0.79 (0.77-0.80) in two passes; LayerNorm then add f32
-// the same either way (0.69, 0.70); every other f32 row 0.05-0.20 faster in the loop (RMSNorm
-// 4096x4096 0.97 against 0.82). On the Zen 5 VM the loop had measured LayerNorm f32 4096x4096 the
-// same either way (0.64-0.67, forty-second session).
-constexpr int64_t kFusedAffineF32MaxCols = 2048;
+// A row with both a weight and a bias (LayerNorm, LayerNorm then add) at more than
+// kFusedAffineMaxCols columns keeps the two passes (but long rows, below) where the loop's
+// working set outgrows a 48 KiB L1: f32 rows (at 4096 columns the row being finished, its fp32
+// weight and bias, and the next row: 64 KiB), and f16/bf16 rows with a skip added last (48 KiB
+// and the skip's 8 KiB row), where RMSNorm's f32 rows (48 KiB) and LayerNorm's f16/bf16 rows
+// without a skip (48 KiB) do not. On the Intel VM (BENCHMARKS.md, issue 16, fifty-fourth
+// session), one thread, four alternating rounds, ratio to memcpy: LayerNorm f32 4096x4096 0.69
+// (0.64-0.74) in the loop, 0.79 (0.77-0.80) in two passes; LayerNorm then add f32 the same either
+// way (0.69, 0.70); every other f32 row 0.05-0.20 faster in the loop (RMSNorm 4096x4096 0.97
+// against 0.82). On the Zen 5 VM the loop had measured LayerNorm f32 4096x4096 the same either
+// way (0.64-0.67, forty-second session). f16/bf16 at 4096x4096 on the Intel VM (sixtieth
+// session), one thread / two, kernel GB/s medians of four alternating rounds: LayerNorm then add
+// f16 11.1 / 26.1 in the loop, 14.0 / 28.2 in two passes, bf16 11.1 / 29.0 and 14.7 / 29.5
+// (three earlier rounds: f16 9.8 / 19.6 and 10.7 / 24.0, bf16 10.8 / 22.2 and 11.1 / 27.4);
+// LayerNorm f16/bf16 faster in the loop (11.4 / 27.9 against 9.9 / 22.4, 13.2 / 24.5 against
+// 10.9 / 23.4).
+constexpr int64_t kFusedAffineMaxCols = 2048;
 
 // Rows of at least kFusedLongRowBytes (the 1024x65536 cases: 128-256 KiB a row, from memory)
 // in f32 and bf16 take the one-loop pass too, the weight and bias with them however long, and
@@ -193,16 +200,16 @@ constexpr int64_t kFusedAffineF32MaxCols = 2048;
 constexpr int64_t kFusedLongRowBytes = 64 << 10;
 constexpr int64_t kFusedLongAheadBytes = 16 << 10;
 
-// Whether a row of `cols` columns in dtype t, kFusedMinCols or more, takes the one-loop pass
-// where the kernel's other rules (row_norm_simd.cc) let it: up to kFusedMaxCols columns but
-// f32 rows with both a weight and a bias beyond kFusedAffineF32MaxCols, and long rows of f32
-// and bf16 (kFusedLongRowBytes).
-inline bool OneLoopFits(DType t, bool weight, bool bias, int64_t cols) {
+// Whether a row of `cols` columns in dtype t, kFusedMinCols or more, with a skip added last or
+// not, takes the one-loop pass where the kernel's other rules (row_norm_simd.cc) let it: up to
+// kFusedMaxCols columns but rows with both a weight and a bias beyond kFusedAffineMaxCols in
+// f32 or with a skip, and long rows of f32 and bf16 (kFusedLongRowBytes).
+inline bool OneLoopFits(DType t, bool weight, bool bias, bool skip, int64_t cols) {
   if (cols * static_cast<int64_t>(ElementSize(t)) >= kFusedLongRowBytes) {
     return t != DType::kF16;
   }
   return cols <= kFusedMaxCols &&
-         !(t == DType::kF32 && weight && bias && cols > kFusedAffineF32MaxCols);
+         !(weight && bias && (t == DType::kF32 || skip) && cols > kFusedAffineMaxCols);
 }
 
 // Whether a row with a residual added first (the fused adds: RMSNorm with a weight, LayerNorm
