@@ -93,38 +93,55 @@ TEST(ThreadPoolTest, ConcurrentCallersRunInline) {
 // Without the yield the caller ran no piece of every other call (10 of 20, six runs), the
 // worker having preempted it; with it, 20 of 20 (six runs).
 // Another process taking the CPU at a call's start can still hand the worker all of it,
-// hence three quarters rather than all.
-TEST(ThreadPoolTest, WorkerWokenOnTheCallersCpuLetsTheCallerWork) {
+// hence three quarters rather than all, and up to three sets of 20 calls: one set at three
+// quarters passes. A compile beside it once brought a set to 12 of 20 (the fifty-ninth
+// session's CI run); without the yield every set stays near half (8-9 of 20, checked).
+// The calls of a set in which the caller ran a piece, of 20, on one CPU.
+int CallerWorkedOnOneCpu() {
   struct RestoreAffinity {
     cpu_set_t saved{};  // empty (refused by sched_setaffinity) unless read below
     ~RestoreAffinity() { sched_setaffinity(0, sizeof(saved), &saved); }
   } restore;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(restore.saved), &restore.saved), 0);
+  if (sched_getaffinity(0, sizeof(restore.saved), &restore.saved) != 0) {
+    ADD_FAILURE() << "sched_getaffinity";
+    return 0;
+  }
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(sched_getcpu(), &one);
-  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-  int caller_worked = 0;
-  {
-    cpu::ThreadPool pool(2);  // the worker inherits the one-CPU mask
-    for (int k = 0; k < 20; ++k) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      const std::thread::id caller = std::this_thread::get_id();
-      std::atomic<int> by_caller{0};
-      std::vector<std::atomic<int>> hits(64);
-      pool.ParallelFor(64, 2, [&](int64_t b, int64_t e) {
-        // ~20 us a piece: long enough for the worker's wake-up to land mid-job.
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-        while (std::chrono::steady_clock::now() < until) {
-        }
-        for (int64_t i = b; i < e; ++i) hits[i]++;
-        if (std::this_thread::get_id() == caller) by_caller++;
-      });
-      for (int i = 0; i < 64; ++i) ASSERT_EQ(hits[i].load(), 1) << k << " " << i;
-      caller_worked += by_caller.load() > 0;
-    }
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+    ADD_FAILURE() << "sched_setaffinity";
+    return 0;
   }
-  EXPECT_GE(caller_worked, 15) << "calls in which the caller ran a piece, of 20";
+  int caller_worked = 0;
+  cpu::ThreadPool pool(2);  // the worker inherits the one-CPU mask
+  for (int k = 0; k < 20; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> by_caller{0};
+    std::vector<std::atomic<int>> hits(64);
+    pool.ParallelFor(64, 2, [&](int64_t b, int64_t e) {
+      // ~20 us a piece: long enough for the worker's wake-up to land mid-job.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+      if (std::this_thread::get_id() == caller) by_caller++;
+    });
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(hits[i].load(), 1) << k << " " << i;
+    caller_worked += by_caller.load() > 0;
+  }
+  return caller_worked;
+}
+
+TEST(ThreadPoolTest, WorkerWokenOnTheCallersCpuLetsTheCallerWork) {
+  std::vector<int> sets;
+  for (int set = 0; set < 3; ++set) {
+    sets.push_back(CallerWorkedOnOneCpu());
+    if (sets.back() >= 15) return;
+  }
+  ADD_FAILURE() << "calls in which the caller ran a piece, of 20, in each of three sets: "
+                << sets[0] << ", " << sets[1] << ", " << sets[2] << " (15 wanted in one)";
 }
 #endif
 
