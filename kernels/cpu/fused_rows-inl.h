@@ -41,11 +41,12 @@ struct PairedParams {
 
 // Streams row x's epilogue `e` (x the input row read in place, f32 or f16/bf16, no
 // residual add before the statistics, y in x's dtype) into y[begin, end), and returns in
-// *next_sums the sums of row `next` over all n columns as LoadRow<kT, kStat, false, false,
+// *next_sums the sums of row `next` over its first m of n columns (m < n: RMSNorm's partial
+// statistics, whose next row is still fetched whole) as LoadRow<kT, kStat, false, false,
 // false> gives them, to the bit; elements [0, begin) and [end, n) of y are the caller's
 // (EpilogueStore's, the same bits). begin is where y's non-temporal stores can start
-// (StreamHead); it does nothing where n is not a whole number of LoadRow's blocks (sixteen
-// vectors for f16/bf16 moments, else eight), where y is not element-aligned, or where
+// (StreamHead); it does nothing where n or m is not a whole number of LoadRow's blocks
+// (sixteen vectors for f16/bf16 moments, else eight), where y is not element-aligned, or where
 // EpilogueStore would take the other of its forms for a row with and without a mean
 // (NoMean).
 // `paired`: e's weight and bias in paired lanes' order (PairParams), for the targets that
@@ -54,15 +55,15 @@ struct PairedParams {
 // next row's, and the next row's h (null where the call returns none), to which the loop
 // streams h = x + alpha * skip (REQUIRES: vector-aligned; else the call does nothing). The
 // sums are then of h, as LoadRow<kT, kStat, true, ...> gives them, and the epilogue forms
-// this row's h again from x and its skip (ResidualAdd: the bits of h).
+// this row's h again from x and its skip (ResidualAdd: the bits of h); m must be n.
 struct FusedAdd {
   const void* skip = nullptr;
   const void* next_skip = nullptr;
   void* next_h = nullptr;
 };
-using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, const Epilogue& e,
-                                     const PairedParams* paired, void* y, RowSums* next_sums,
-                                     const FusedAdd& add);
+using FusedRowPairFn = FusedSpan (*)(const void* x, const void* next, int64_t n, int64_t m,
+                                     const Epilogue& e, const PairedParams* paired, void* y,
+                                     RowSums* next_sums, const FusedAdd& add);
 
 // Where this target's one-loop pass reads rows of dtype t in paired lanes (AVX2, bf16): the
 // n-element weight and bias (either may be null) in paired lanes' order, in a buffer of the

@@ -66,7 +66,7 @@ const PairedParams* PairParams(DType t, const float* weight, const float* bias, 
 // kR: a residual added first (FusedAdd), kH: with the next row's h streamed out.
 template <DType kT, Stat kStat, bool kW, bool kB, bool kS, bool kC, bool kR = false,
           bool kH = false>
-FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogue& e,
+FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, int64_t m, const Epilogue& e,
                        const PairedParams* paired, void* y, RowSums* next_sums,
                        const FusedAdd& add) {
   constexpr bool moments = kStat == Stat::kMoments;
@@ -83,6 +83,8 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t block = kVectors * N;
   if (n % block != 0 || n == 0 || (kB || !NoMean(e)) != kM) return {};
+  // Partial statistics (RMSNorm's): whole blocks, and no h to write beyond them.
+  if (m != n && (m % block != 0 || m <= 0 || m > n || moments || kR)) return {};
   const int64_t head = StreamHead(y, ElementSize(kT), N, n);
   if (head < 0) return {};
   void* const next_h = add.next_h;
@@ -154,6 +156,9 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // Block k: the next row's block at i = k * block, this row's output from head + i (its
   // vector-aligned part). With a head, the last block of sums has no output beside it.
   const int64_t blocks = (n - head) / block;
+  // Blocks [0, sums_end) carry the next row's sums beside this row's output; the rest of the
+  // output (partial statistics) follows alone, still fetching.
+  const int64_t sums_end = std::min(m, blocks * block);
   const auto value = [&](int64_t at) HWY_ATTR __attribute__((always_inline)) {
     return EpilogueValue<kT, kT, kC, kW, kB, kS, kR, kM>(
         d, Offset(x, kT, at), vhi, vs, vlos, kW ? hn::LoadU(d, weight + at) : hn::Zero(d),
@@ -183,7 +188,8 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
   // (BENCHMARKS.md, issue 16, fiftieth session), median ratio to memcpy: LayerNorm bf16
   // 4096x4096 0.51 -> 0.58, 16384x1024 0.54 -> 0.56; RMSNorm 0.62 -> 0.67, 0.64 -> 0.68.
   if constexpr (kT == DType::kBF16 && !kR) {
-    in_pairs = paired != nullptr && head == 0 && reinterpret_cast<uintptr_t>(y) % (4 * N) == 0;
+    in_pairs =
+        paired != nullptr && head == 0 && m == n && reinterpret_cast<uintptr_t>(y) % (4 * N) == 0;
     if (in_pairs) {
       const __m256i zero = _mm256_setzero_si256();
       const float *pw = paired->weight, *pb = paired->bias;
@@ -210,11 +216,13 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
 #endif
   (void)paired;
   // Pairs of vectors streamed as one (StreamAs2) where y's aligned part starts on a pair.
+  const bool stream_pairs =
+      kPairedStores<kT> &&
+      reinterpret_cast<uintptr_t>(Offset(y, kT, head)) % (2 * N * ElementSize(kT)) == 0;
   if (in_pairs) {
     // Done above; the rest of the sums below.
-  } else if (kPairedStores<kT> &&
-             reinterpret_cast<uintptr_t>(Offset(y, kT, head)) % (2 * N * ElementSize(kT)) == 0) {
-    for (int64_t i = 0; i < blocks * block; i += block) {
+  } else if (stream_pairs) {
+    for (int64_t i = 0; i < sums_end; i += block) {
       fetch(i);
       V c[kVectors];
       // Unrolled, so that the array becomes registers (GCC keeps it in memory otherwise).
@@ -228,7 +236,7 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
       flush(c);
     }
   } else {
-    for (int64_t i = 0; i < blocks * block; i += block) {
+    for (int64_t i = 0; i < sums_end; i += block) {
       fetch(i);
       V c[kVectors];
 #pragma GCC unroll 16
@@ -240,7 +248,25 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, const Epilogu
       flush(c);
     }
   }
-  for (int64_t i = blocks * block; i < n; i += block) {
+  // Partial statistics: the rest of this row's output, the next row fetched on (its epilogue
+  // reads all of it).
+  for (int64_t i = sums_end; i < blocks * block; i += block) {
+    fetch(i);
+    if (stream_pairs) {
+#pragma GCC unroll 8
+      for (int j = 0; j < kVectors; j += 2) {
+        const int64_t at = head + i + j * N;
+        StreamAs2<kT>(d, value(at), value(at + N), Offset(y, kT, at));
+      }
+    } else {
+#pragma GCC unroll 16
+      for (int j = 0; j < kVectors; ++j) {
+        const int64_t at = head + i + j * N;
+        StreamAs<kT>(d, value(at), Offset(y, kT, at));
+      }
+    }
+  }
+  for (int64_t i = blocks * block; i < m; i += block) {
     V c[kVectors];
 #pragma GCC unroll 16
     for (int j = 0; j < kVectors; ++j) c[j] = term(next_value(i + j * N));
@@ -321,8 +347,8 @@ const PairedParams* PairParams(DType, const float*, const float*, int64_t, Paire
 #endif
 
 // row_norm_simd.h's OneLoopSums (for tests).
-bool OneLoopSumsImpl(DType t, bool moments, const void* x, const void* next, int64_t n, void* y,
-                     double* fused, double* loaded) {
+bool OneLoopSumsImpl(DType t, bool moments, const void* x, const void* next, int64_t n, int64_t m,
+                     void* y, double* fused, double* loaded) {
   const Stat stat = moments ? Stat::kMoments : Stat::kSumOfSquares;
   const FusedRowPairFn pass = PickFusedRowPair(t, stat, false, false, false, false);
   if (pass == nullptr) return false;
@@ -331,13 +357,13 @@ bool OneLoopSumsImpl(DType t, bool moments, const void* x, const void* next, int
   RowSums sums;
   // Paired lanes where the target reads them (no parameters to put in their order).
   PairedParams paired;
-  if (pass(x, next, n, e, PairParams(t, nullptr, nullptr, n, &paired), y, &sums, FusedAdd{}).begin <
-      0) {
+  if (pass(x, next, n, m, e, PairParams(t, nullptr, nullptr, n, &paired), y, &sums, FusedAdd{})
+          .begin < 0) {
     return false;
   }
   // As the two passes read a large row in place: nothing written to buf.
   const RowSums ref =
-      PickLoadRow(t, stat, false, false, false)(next, nullptr, 1.0f, n, nullptr, n, nullptr);
+      PickLoadRow(t, stat, false, false, false)(next, nullptr, 1.0f, n, nullptr, m, nullptr);
   fused[0] = sums.sum, fused[1] = sums.squares, fused[2] = sums.shift;
   loaded[0] = ref.sum, loaded[1] = ref.squares, loaded[2] = ref.shift;
   return true;
@@ -352,10 +378,10 @@ namespace normd::kernels::cpu {
 
 HWY_EXPORT(OneLoopSumsImpl);
 
-bool OneLoopSums(DType t, bool moments, const void* x, const void* next, int64_t n, void* y,
-                 double fused[3], double loaded[3]) {
+bool OneLoopSums(DType t, bool moments, const void* x, const void* next, int64_t n, int64_t m,
+                 void* y, double fused[3], double loaded[3]) {
   ScopedFlushDenormals flush;  // as the kernel runs
-  return NORMD_DISPATCH(OneLoopSumsImpl)(t, moments, x, next, n, y, fused, loaded);
+  return NORMD_DISPATCH(OneLoopSumsImpl)(t, moments, x, next, n, m, y, fused, loaded);
 }
 
 }  // namespace normd::kernels::cpu

@@ -272,17 +272,17 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
                  Offset(a.y.data, a.y.dtype, (r + 1) * cols));
   }
   // Large rows read in place (f32, and f16/bf16 widened again: typed) without a residual
-  // or with one added last, Hugging Face's cast included, from kFusedMinCols columns
-  // (OneLoopFits, row_plan.h): row r's epilogue and row r+1's sums in one loop (fused_rows.cc), the
-  // same bits as the two passes, which take the first row's sums, the last row's epilogue, and any
-  // row that the loop leaves (a row not a whole number of its blocks, or with a mean of exactly
-  // zero).
+  // or with one added last, Hugging Face's cast and RMSNorm's partial statistics included, from
+  // kFusedMinCols columns (OneLoopFits, row_plan.h): row r's epilogue and row r+1's sums in one
+  // loop (fused_rows.cc), the same bits as the two passes, which take the first row's sums, the
+  // last row's epilogue, and any row that the loop leaves (a row, or its statistic's part, not a
+  // whole number of its blocks, or with a mean of exactly zero).
   // Long rows with a residual added first too (OneLoopAddFits), their h formed again from x and
-  // the skip in the loop's epilogue.
-  const bool one_loop = p.stream && (!add_then_norm || OneLoopAddFits(t, cols)) &&
-                        stat_cols == cols && source.in_place && a.y.dtype == t &&
-                        cols >= kFusedMinCols && row_end - r >= 2 &&
-                        OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, norm_then_add, cols);
+  // the skip in the loop's epilogue, their statistics over the whole row.
+  const bool one_loop =
+      p.stream && (!add_then_norm || (OneLoopAddFits(t, cols) && stat_cols == cols)) &&
+      source.in_place && a.y.dtype == t && cols >= kFusedMinCols && row_end - r >= 2 &&
+      OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, norm_then_add, cols);
   const FusedRowPairFn fused =
       one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr,
                                   norm_then_add, cast, add_then_norm, a.h.present())
@@ -333,7 +333,7 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
       const FusedAdd add =
           add_then_norm ? FusedAdd{here.skip, following_row.skip, following_row.h} : FusedAdd{};
       const FusedSpan span =
-          fused(add_then_norm ? here.x : src, next, cols, cur, paired, y, &sums, add);
+          fused(add_then_norm ? here.x : src, next, cols, stat_cols, cur, paired, y, &sums, add);
       if (span.begin >= 0) {
         part(src, cur, 0, span.begin, y);
         part(src, cur, span.end, cols, y);

@@ -31,14 +31,15 @@ void RowNormRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
 void RowStatistics(const RowNormArgs& a, int64_t row, double* mean, double* scale);
 
 // For tests of the one-loop pass of large rows (fused_rows-inl.h), which promises LoadRow's
-// sums to the bit: the sums of row `next` (n elements of dtype t) as that pass forms them
-// while it writes an epilogue of row x into y (mean 1 for moments, else 0; scale 1; no
-// parameters), into fused[0..2] (sum, squares, shift), and as LoadRow forms them, into
-// loaded[0..2]. `moments`: LayerNorm's statistic, else RMSNorm's sum of squares. False
-// where the pass does not apply (this CPU's target narrower than AVX2, n not whole blocks,
-// y not element-aligned).
-bool OneLoopSums(DType t, bool moments, const void* x, const void* next, int64_t n, void* y,
-                 double fused[3], double loaded[3]);
+// sums to the bit: the sums of row `next` (n elements of dtype t; its first m enter them,
+// RMSNorm's partial statistics where m < n) as that pass forms them while it writes an
+// epilogue of row x into y (mean 1 for moments, else 0; scale 1; no parameters), into
+// fused[0..2] (sum, squares, shift), and as LoadRow forms them, into loaded[0..2].
+// `moments`: LayerNorm's statistic (m must be n), else RMSNorm's sum of squares. False where
+// the pass does not apply (this CPU's target narrower than AVX2, n or m not whole blocks, y
+// not element-aligned).
+bool OneLoopSums(DType t, bool moments, const void* x, const void* next, int64_t n, int64_t m,
+                 void* y, double fused[3], double loaded[3]);
 
 // dst[0, n) <- src widened to fp32 (exactly) plus `offset` (one fp32 addition), padded to a
 // whole vector (the padding is zero when offset is).
