@@ -134,9 +134,12 @@ TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
   ForEachTarget([] {
     std::mt19937_64 rng(13);
     const int64_t rows = 4;
+    // And f32 rows of 4096 columns, which take the loop with a residual added first too
+    // (OneLoopAddFits; LayerNorm's with a weight and a bias keep the two passes there).
     for (const auto& tc : {std::pair{DType::kF32, int64_t{16384}},
                            {DType::kBF16, int64_t{32768}},
-                           {DType::kF16, int64_t{32768}}}) {
+                           {DType::kF16, int64_t{32768}},
+                           {DType::kF32, int64_t{4096}}}) {
       const DType t = tc.first;
       const int64_t cols = tc.second;
       Buffer x = Buffer::Of(t, RandomValues(rng, rows * cols, 0.5f, 2));
