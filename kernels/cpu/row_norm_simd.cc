@@ -277,12 +277,13 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   // loop (fused_rows.cc), the same bits as the two passes, which take the first row's sums, the
   // last row's epilogue, and any row that the loop leaves (a row, or its statistic's part, not a
   // whole number of its blocks, or with a mean of exactly zero).
-  // Long rows with a residual added first too (OneLoopAddFits), their h formed again from x and
-  // the skip in the loop's epilogue, their statistics over the whole row.
+  // f32 rows with a residual added first too (OneLoopAddFits: 1024 to 4096 columns, and long
+  // rows), their h formed again from x and the skip in the loop's epilogue, their statistics over
+  // the whole row.
   const bool one_loop =
-      p.stream && (!add_then_norm || (OneLoopAddFits(t, cols) && stat_cols == cols)) &&
-      source.in_place && a.y.dtype == t && cols >= kFusedMinCols && row_end - r >= 2 &&
-      OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, norm_then_add, cols);
+      p.stream && source.in_place && a.y.dtype == t && cols >= kFusedMinCols && row_end - r >= 2 &&
+      (add_then_norm ? OneLoopAddFits(t, cols) && stat_cols == cols
+                     : OneLoopFits(t, p.weight != nullptr, p.bias != nullptr, norm_then_add, cols));
   const FusedRowPairFn fused =
       one_loop ? PickFusedRowPair(t, StatOf(a), p.weight != nullptr, p.bias != nullptr,
                                   norm_then_add, cast, add_then_norm, a.h.present())

@@ -220,15 +220,17 @@ inline bool OneLoopFits(DType t, bool weight, bool bias, bool skip, int64_t cols
 // Whether a row with a residual added first (the fused adds: RMSNorm with a weight, LayerNorm
 // with a weight and a bias) takes the one-loop pass, its h streamed out beside the next row's
 // sums and formed again from x and the skip in this row's epilogue: f32 rows of kFusedMinCols
-// to kFusedMaxCols columns (where OneLoopFits lets them: not LayerNorm's beyond
-// kFusedAffineMaxCols) and long ones (kFusedLongRowBytes). On the Intel VM (BENCHMARKS.md, issue
-// 16, fifty-ninth session), one thread / two, four alternating rounds against the two passes,
-// medians of the ratio to memcpy at 1024x65536: fused add+RMSNorm f32 0.52 / 0.53 -> 0.84 / 0.84,
-// fused add+LayerNorm f32 0.56 / 0.57 -> 0.78 / 0.77; bf16 the same either way (0.68 / 0.72 and
-// 0.61 / 0.64 in two passes), f16 slower in the loop (0.69 -> 0.58, 0.63 -> 0.56): both keep the
-// two passes. The shorter f32 rows took it later (sixty-first session, four rounds, the same
-// medians): fused add+RMSNorm 4096x4096 0.68 / 0.66 -> 0.91 / 0.93, 16384x1024 0.72 / 0.70 ->
-// 1.04 / 1.08, fused add+LayerNorm 16384x1024 0.72 / 0.72 -> 0.99 / 1.03.
+// to kFusedMaxCols columns and long ones (kFusedLongRowBytes); OneLoopFits' rules are not theirs.
+// On the Intel VM (BENCHMARKS.md, issue 16, fifty-ninth session), one thread / two, four
+// alternating rounds against the two passes, medians of the ratio to memcpy at 1024x65536: fused
+// add+RMSNorm f32 0.52 / 0.53 -> 0.84 / 0.84, fused add+LayerNorm f32 0.56 / 0.57 -> 0.78 / 0.77;
+// bf16 the same either way (0.68 / 0.72 and 0.61 / 0.64 in two passes), f16 slower in the loop
+// (0.69 -> 0.58, 0.63 -> 0.56): both keep the two passes. The shorter f32 rows took it later
+// (sixty-first session, four rounds, the same medians): fused add+RMSNorm 4096x4096 0.68 / 0.66 ->
+// 0.91 / 0.93, 16384x1024 0.72 / 0.70 -> 1.04 / 1.08, fused add+LayerNorm 16384x1024 0.72 / 0.72 ->
+// 0.99 / 1.03; at 4096x4096, where LayerNorm's weight and bias beside the row outgrow L1
+// (kFusedAffineMaxCols), its fused add still gained in the loop, whose two passes write h and read
+// it back: 0.65 / 0.67 -> 0.90 / 0.87 (three rounds).
 inline bool OneLoopAddFits(DType t, int64_t cols) {
   return t == DType::kF32 && (cols <= kFusedMaxCols ||
                               cols * static_cast<int64_t>(ElementSize(t)) >= kFusedLongRowBytes);

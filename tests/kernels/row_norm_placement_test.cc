@@ -135,7 +135,7 @@ TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
     std::mt19937_64 rng(13);
     const int64_t rows = 4;
     // And f32 rows of 4096 columns, which take the loop with a residual added first too
-    // (OneLoopAddFits; LayerNorm's with a weight and a bias keep the two passes there).
+    // (OneLoopAddFits; without one, LayerNorm's with a weight and a bias keep the two passes).
     for (const auto& tc : {std::pair{DType::kF32, int64_t{16384}},
                            {DType::kBF16, int64_t{32768}},
                            {DType::kF16, int64_t{32768}},
