@@ -30,8 +30,23 @@ namespace normd::kernels::cpu {
 // 37-38 -> 42-43 GB/s and 1024x65536 31-33 -> 43; fused add+LayerNorm f16 4096x4096
 // 26.4 -> 30.7 and 1024x65536 26 -> 37, bf16 1024x65536 28 -> 31, bf16 4096x4096 unchanged.
 // At 1024 columns, where the buffer stays in L1, the second widening cost bf16 27-43%
-// (twenty-first session). Everything else goes through the fp32 buffer.
+// (twenty-first session). So is a LayerNorm f16/bf16 row in cache without a residual, from
+// kReformCols columns (InPlaceLayerRow): its fp32 weight and bias beside the row's fp32 copy
+// outgrow L1 and the epilogue read all of them from L2; read in place, the epilogue reads
+// the 8 KiB row again instead of a 16 KiB copy the statistics pass stored. One thread, alternating
+// rounds of a switch (BENCHMARKS.md, issue 16, sixty-second session), median ratio to the
+// in-cache memcpy, two sets of four rounds: f16 8x4096 0.20 -> 0.23 (both sets), 64x4096
+// 0.20-0.21 -> 0.22-0.23; bf16 8x4096 0.22 -> 0.24-0.26, 64x4096 0.23 -> 0.24-0.25; 1x4096
+// f16 1131-1200 -> 1082-1168 ns, bf16 1250-1256 -> 1154-1204. RMSNorm and L2 (a weight or
+// nothing beside the row) lost with it (fifty-eighth session), and LayerNorm then add (a skip
+// read beside it) did not gain (four rounds: 1x4096 bf16 1145 -> 1452 ns, f16 1414 -> 1400,
+// 8x4096 and 64x4096 within 0.03).
+// Everything else goes through the fp32 buffer.
 constexpr int64_t kReformCols = 4096;
+inline bool InPlaceLayerRow(const RowNormArgs& a) {
+  return a.kind == RowNormKind::kLayer && a.residual == ResidualPlacement::kNone &&
+         a.x.dtype != DType::kF32 && a.cols >= kReformCols;
+}
 struct RowSource {
   bool in_place;  // LoadRow writes no buffer
   bool typed;     // the epilogue reads the f16/bf16 input (else fp32)
@@ -42,7 +57,7 @@ inline RowSource SourceOf(const RowNormArgs& a, bool h, bool large) {
   const bool f32 = a.x.dtype == DType::kF32;
   const bool cast = a.kind == RowNormKind::kRms && a.cast_before_weight;
   const bool reform = add && !f32 && large && !cast && a.cols >= kReformCols;
-  const bool typed = (!add && !f32 && large) || reform;
+  const bool typed = (!add && !f32 && large) || reform || InPlaceLayerRow(a);
   return {(!add && f32) || (add && f32 && h) || typed, typed, reform};
 }
 
