@@ -121,7 +121,8 @@ void AddRowCall(const RowNormArgs& a, DeviceMemory& mem, DeviceCase* dc) {
   s.h = a.h.present() ? mem.Alloc(Bytes(a.h)) : nullptr;
   std::vector<RowItem> items;
   cuda::PlanRowItems(0, a.rows, a.cols, &items);
-  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(&s, &items);
+  const std::vector<cuda::RowLaunch> launches =
+      cuda::GroupRowItems(&s, &items, cuda::MaxRowClusterBlocks());
   const auto* table = static_cast<const RowSegment*>(mem.Upload(&s, sizeof(s)));
   const auto* dev_items =
       static_cast<const RowItem*>(mem.Upload(items.data(), items.size() * sizeof(RowItem)));

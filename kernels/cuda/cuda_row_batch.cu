@@ -61,7 +61,8 @@ absl::Status CudaBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
     s.y = dev + off[i].y;
     s.h = a.h.present() ? dev + off[i].h : nullptr;
   }
-  const std::vector<RowLaunch> launches = GroupRowItems(table.data(), &items);
+  const std::vector<RowLaunch> launches =
+      GroupRowItems(table.data(), &items, MaxRowClusterBlocks());
   stage(table_at, table.data(), table.size() * sizeof(RowSegment));
   stage(items_at, items.data(), items.size() * sizeof(RowItem));
   absl::Status status = Check(

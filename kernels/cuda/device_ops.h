@@ -82,19 +82,36 @@ inline int32_t RegisterBlockThreads(const RowSegment& s) {
   return (s.cols / 8 + half - 1) / half <= 4 ? half : kRowBlockThreads;
 }
 
+// The most blocks of a thread block cluster that share one block row (row_norm_cluster.cu):
+// eight, the portable cluster size, hold rows of 65536 values in registers.
+inline constexpr int32_t kMaxRowCluster = 8;
+// Blocks (of kRowBlockThreads) of a cluster that hold one block row of segment `s` in
+// registers: 1 where one block holds it (at most 8 vectors a thread for f32 rows, 4 for
+// f16/bf16: 32 values), else the fewest of up to `max_cluster` blocks that do; 1 also where
+// none do (the row stays with the staging kernel). RowRegisters says whether the row may be
+// held at all.
+inline int32_t RowClusterBlocks(const RowSegment& s, int32_t max_cluster) {
+  const int64_t vec = s.x_dtype == kDevF32 ? 4 : 8;
+  const int64_t per_block = kRowBlockThreads * (vec == 4 ? 8 : 4);
+  const int64_t blocks = (s.cols / vec + per_block - 1) / per_block;
+  return blocks >= 2 && blocks <= max_cluster ? static_cast<int32_t>(blocks) : 1;
+}
 // Vectors of x (16 bytes each) a thread holds when the rows of segment `s`, planned as warp
-// rows or block rows (of RegisterBlockThreads threads), can be kept in registers
-// (row_norm_regs.cu): 1, 2, 4 or 8 (8 for f32 rows alone: 32 values a thread), the fewest
-// that hold a row; 0 where they cannot: a row not a whole number of vectors, a tensor not
-// 16-byte aligned, or a row too long.
-inline int32_t RowRegisters(const RowSegment& s, bool warp_rows) {
+// rows or block rows (of RegisterBlockThreads threads, or of clusters of RowClusterBlocks
+// blocks of up to `max_cluster`: MaxRowClusterBlocks on the device, 1 where clusters cannot
+// be launched), can be kept in registers (row_norm_regs.cu, row_norm_cluster.cu): 1, 2, 4
+// or 8 (8 for f32 rows alone: 32 values a thread), the fewest that hold a row; 0 where they
+// cannot: a row not a whole number of vectors, a tensor not 16-byte aligned, or a row too
+// long.
+inline int32_t RowRegisters(const RowSegment& s, bool warp_rows, int32_t max_cluster = 1) {
   const int64_t vec = s.x_dtype == kDevF32 ? 4 : 8;
   if (s.cols % vec != 0) return 0;
   for (const void* p : {s.x, s.skip, s.weight, s.bias, static_cast<const void*>(s.y),
                         static_cast<const void*>(s.h)}) {
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
   }
-  const int64_t width = warp_rows ? 32 : RegisterBlockThreads(s);
+  const int64_t width =
+      warp_rows ? 32 : int64_t{RegisterBlockThreads(s)} * RowClusterBlocks(s, max_cluster);
   const int64_t per_thread = (s.cols / vec + width - 1) / width;
   const int32_t most = vec == 4 ? 8 : 4;
   for (int32_t k = 1; k <= most; k *= 2) {
@@ -102,34 +119,47 @@ inline int32_t RowRegisters(const RowSegment& s, bool warp_rows) {
   }
   return 0;
 }
-
+// Blocks of a cluster a launch of block rows of `s` takes: RowClusterBlocks where the rows
+// are held in registers, else 1 (warp rows, staged rows, one-block rows).
+inline int32_t RowLaunchCluster(const RowSegment& s, bool warp_rows, int32_t max_cluster) {
+  if (warp_rows || RowRegisters(s, false, max_cluster) == 0) return 1;
+  return RowClusterBlocks(s, max_cluster);
+}
 // A launch's threads a block: half a block for block rows in registers where
 // RegisterBlockThreads says so, else kRowBlockThreads (warp rows: eight a block).
-inline int32_t RowLaunchThreads(const RowSegment& s, bool warp_rows) {
-  return !warp_rows && RowRegisters(s, false) > 0 ? RegisterBlockThreads(s) : kRowBlockThreads;
+inline int32_t RowLaunchThreads(const RowSegment& s, bool warp_rows, int32_t max_cluster = 1) {
+  return !warp_rows && RowRegisters(s, false, max_cluster) > 0 ? RegisterBlockThreads(s)
+                                                               : kRowBlockThreads;
 }
-
+// The most blocks a row cluster may have on the current device: kMaxRowCluster where the
+// device launches clusters and the kernels were built for it (sm_90 or later), else 1.
+// Cached per device; 1 where the device cannot be asked.
+int32_t MaxRowClusterBlocks();
 // One launch of the row kernels: items [first, first + count) of the item table, all of
 // one kind (warp rows or block rows), of segments of one (x, y) dtype pair, and held in
 // `vectors` registers a thread (RowRegisters; 0: staged through shared memory), so that
 // the kernel is compiled for exactly that: a kernel holding every kind and dtype pair
 // needs registers for the worst of them, spills, and calls its dtype paths instead of
 // inlining them. max_cols, the longest row among them, sizes a staging launch's shared
-// memory.
+// memory. cluster: blocks of a thread block cluster a block row takes (RowLaunchCluster; 1:
+// a block a row, or warp rows).
 struct RowLaunch {
   int32_t warp_rows, x_dtype, y_dtype, vectors;
   int32_t first, count;
   int64_t max_cols;
   int32_t threads;  // a block (RowLaunchThreads)
+  int32_t cluster;
 };
 
 // Orders `items` (as PlanRowItems appended them for the segments of the host table `table`,
 // whose pointers are the device addresses the kernels will read) so that the items of each
 // launch are contiguous, keeping their order within a launch, and returns the launches: one
-// per (vectors, kind, x dtype, y dtype) present, in that key's order. A segment's items
-// share a key, computed once per run of them (this runs on every call: 4096 rows are 4096
-// items); items already in order are not sorted.
-inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector<RowItem>* items) {
+// per (cluster, vectors, threads, kind, x dtype, y dtype) present, in that key's order, with
+// clusters of up to `max_cluster` blocks (MaxRowClusterBlocks). A segment's items share a
+// key, computed once per run of them (this runs on every call: 4096 rows are 4096 items);
+// items already in order are not sorted.
+inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector<RowItem>* items,
+                                            int32_t max_cluster) {
   const size_t n = items->size();
   std::vector<int32_t> keys(n);
   for (size_t i = 0; i < n; ++i) {
@@ -141,9 +171,11 @@ inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector
     }
     const RowSegment& s = table[it.segment];
     const bool warp = it.warp_rows != 0;
-    const int32_t half = RowLaunchThreads(s, warp) < kRowBlockThreads;
+    const int32_t half = RowLaunchThreads(s, warp, max_cluster) < kRowBlockThreads;
+    const int32_t vectors = RowRegisters(s, warp, max_cluster);
+    const int32_t cluster = RowLaunchCluster(s, warp, max_cluster);
     keys[i] =
-        (((RowRegisters(s, warp) * 2 + half) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 + s.y_dtype;
+        ((((cluster * 9 + vectors) * 2 + half) * 2 + it.warp_rows) * 3 + s.x_dtype) * 3 + s.y_dtype;
   }
   if (!std::is_sorted(keys.begin(), keys.end())) {
     std::vector<size_t> order(n);
@@ -164,8 +196,10 @@ inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector
     const RowItem& it = (*items)[i];
     const RowSegment& s = table[it.segment];
     if (i == 0 || keys[i - 1] != keys[i]) {
-      launches.push_back({it.warp_rows, s.x_dtype, s.y_dtype, RowRegisters(s, it.warp_rows != 0),
-                          static_cast<int32_t>(i), 0, 0, RowLaunchThreads(s, it.warp_rows != 0)});
+      const bool warp = it.warp_rows != 0;
+      launches.push_back({it.warp_rows, s.x_dtype, s.y_dtype, RowRegisters(s, warp, max_cluster),
+                          static_cast<int32_t>(i), 0, 0, RowLaunchThreads(s, warp, max_cluster),
+                          RowLaunchCluster(s, warp, max_cluster)});
     }
     ++launches.back().count;
     launches.back().max_cols = std::max(launches.back().max_cols, s.cols);
@@ -178,9 +212,12 @@ inline std::vector<RowLaunch> GroupRowItems(const RowSegment* table, std::vector
 // and read the rest from global memory.
 cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, const RowLaunch& launch,
                           cudaStream_t stream);
-// LaunchRowNorm's launches with vectors > 0 (row_norm_regs.cu).
+// LaunchRowNorm's launches with vectors > 0 and cluster 1 (row_norm_regs.cu).
 cudaError_t LaunchRegisterRows(const RowSegment* segments, const RowItem* items,
                                const RowLaunch& launch, cudaStream_t stream);
+// LaunchRowNorm's launches with cluster > 1 (row_norm_cluster.cu).
+cudaError_t LaunchClusterRows(const RowSegment* segments, const RowItem* items,
+                              const RowLaunch& launch, cudaStream_t stream);
 
 // Per-channel (BatchNorm) or per-(sample, group) statistics and the affine apply.
 struct ChannelArgs {

@@ -245,6 +245,7 @@ cudaError_t MaxSmemBytes(RowKernel kernel, int k, int64_t* bytes) {
 cudaError_t LaunchRowNorm(const RowSegment* segments, const RowItem* items, const RowLaunch& launch,
                           cudaStream_t stream) {
   if (launch.count == 0) return cudaSuccess;
+  if (launch.cluster > 1) return LaunchClusterRows(segments, items, launch, stream);
   if (launch.vectors > 0) return LaunchRegisterRows(segments, items, launch, stream);
   const RowKernel kernel = launch.warp_rows ? KernelFor<true>(launch.x_dtype, launch.y_dtype)
                                             : KernelFor<false>(launch.x_dtype, launch.y_dtype);

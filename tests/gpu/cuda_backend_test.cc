@@ -1,8 +1,9 @@
 // The CUDA backend against the float64 reference: every row-wise op and option x dtype x
-// hidden size (1, 3, 64, 128, 1000, 1024, 4096, 4097, 8192, 16384, 65536: rows held in
-// registers and rows staged in shared memory) on random and docs/semantics.md's adversarial
-// rows, row counts up to 65536, a ragged batch, and BatchNorm / GroupNorm /
-// InstanceNorm in both layouts. Without a CUDA device (CI) every test skips, saying why.
+// hidden size (1, 3, 64, 128, 1000, 1024, 4096, 4097, 8192, 16384, 20000, 65536, 65544:
+// rows held in the registers of a warp, a block or a cluster of blocks, and rows staged in
+// shared memory) on random and docs/semantics.md's adversarial rows, row counts up to 65536, a
+// ragged batch, and BatchNorm / GroupNorm / InstanceNorm in both layouts. Without a CUDA device
+// (CI) every test skips, saying why.
 #include "normd/kernels/cuda_backend.h"
 
 #include <optional>
@@ -111,7 +112,10 @@ TEST_F(CudaTest, RowOpsMatchReferenceOnEveryHiddenSize) {
   std::mt19937_64 rng(11);
   for (const RowConfig& cfg : Configs()) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (int64_t cols : {1, 3, 64, 128, 1000, 1024, 4096, 4097, 8192, 16384, 65536}) {
+      // 16384, 20000 and 65536: clusters of 2-8 blocks (on sm_90); 65544 f32: 9 blocks'
+      // registers, staged.
+      for (int64_t cols :
+           {1, 3, 64, 128, 1000, 1024, 4096, 4097, 8192, 16384, 20000, 65536, 65544}) {
         const int64_t rows = cols >= 16384 ? 3 : 17;
         CheckRows(*backend_, cfg, t, rows, cols, RandomValues(rng, rows * cols, 0.5f, 2.0f), rng,
                   absl::StrCat(cfg.name, " ", DTypeName(t), " ", rows, "x", cols));
@@ -148,8 +152,8 @@ TEST_F(CudaTest, RowOpsOnManyRows) {
 
 TEST_F(CudaTest, RowOpsOnAdversarialRows) {
   std::mt19937_64 rng(13);
-  // 4096: held in registers; 4097: staged.
-  for (const int64_t cols : {int64_t{4096}, int64_t{4097}}) {
+  // 4096: held in a block's registers; 4097: staged; 65536: held by a cluster of blocks.
+  for (const int64_t cols : {int64_t{4096}, int64_t{4097}, int64_t{65536}}) {
     for (const RowConfig& cfg : Configs()) {
       for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
         const std::vector<std::pair<std::string, std::vector<float>>> cases = {
@@ -158,6 +162,7 @@ TEST_F(CudaTest, RowOpsOnAdversarialRows) {
             {"constant", std::vector<float>(cols, 3.25f)},
             {"|x| >= 256", RandomValues(rng, cols, 0.0f, 3000.0f)},
             {"tiny", RandomValues(rng, cols, 0.0f, 1e-3f)},
+            {"outputs near zero", normd::testing::NearMeanRow(rng, t, cols)},
         };
         for (const auto& [name, values] : cases) {
           if (cfg.kind == RowNormKind::kL2 && name == "constant") continue;

@@ -118,7 +118,8 @@ TEST(CudaPlanTest, LaunchesGroupItemsByKindDtypePairAndRegisters) {
   }
   table[1].y = storage + 8;  // segment 1 would fit in registers but for its y
   const std::vector<cuda::RowItem> planned = items;
-  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(table.data(), &items);
+  const std::vector<cuda::RowLaunch> launches =
+      cuda::GroupRowItems(table.data(), &items, /*max_cluster=*/1);
   ASSERT_EQ(items.size(), planned.size());
   // Staged: block rows f32->f32 (segment 1: y off 16 bytes), f16->f16 (4: too long), warp
   // rows bf16->bf16 (2: 100 columns, not whole vectors); in registers, four vectors a thread:
@@ -177,7 +178,7 @@ TEST(CudaPlanTest, OneSegmentIsOneLaunch) {
   s.cols = 4096;
   std::vector<cuda::RowItem> items;
   cuda::PlanRowItems(0, s.rows, s.cols, &items);
-  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(&s, &items);
+  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(&s, &items, /*max_cluster=*/1);
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].first, 0);
   EXPECT_EQ(launches[0].count, 4096);
@@ -186,6 +187,78 @@ TEST(CudaPlanTest, OneSegmentIsOneLaunch) {
   EXPECT_EQ(launches[0].warp_rows, 0);
   EXPECT_EQ(launches[0].max_cols, 4096);
   for (int64_t r = 0; r < 4096; ++r) ASSERT_EQ(items[r].first_row, r);
+}
+
+// Aligned rows too long for one block's registers are held by the fewest blocks of a
+// cluster (of up to max_cluster, 8 on sm_90, 1 where clusters cannot run) that hold 32
+// values a thread or fewer; longer rows, unaligned rows and warp rows are not.
+TEST(CudaPlanTest, LongAlignedRowsTakeTheFewestBlocksOfACluster) {
+  cuda::RowSegment s{};
+  s.rows = 3;
+  auto blocks = [&](int32_t dtype, int64_t cols, int32_t most) {
+    s.x_dtype = dtype;
+    s.cols = cols;
+    return cuda::RowClusterBlocks(s, most);
+  };
+  EXPECT_EQ(blocks(cuda::kDevF32, 8192, 8), 1);    // 2048 vectors: one block, 8 a thread
+  EXPECT_EQ(blocks(cuda::kDevF32, 8196, 8), 2);    // 2049
+  EXPECT_EQ(blocks(cuda::kDevF32, 65536, 8), 8);   // 16384: 8 a thread in 8 blocks
+  EXPECT_EQ(blocks(cuda::kDevF32, 65540, 8), 1);   // 16385: 9 blocks, too many
+  EXPECT_EQ(blocks(cuda::kDevF32, 65536, 1), 1);   // no clusters on this device
+  EXPECT_EQ(blocks(cuda::kDevBF16, 8192, 8), 1);   // 1024 vectors: one block, 4 a thread
+  EXPECT_EQ(blocks(cuda::kDevBF16, 20000, 8), 3);  // 2500
+  EXPECT_EQ(blocks(cuda::kDevF16, 65536, 8), 8);   // 8192
+  EXPECT_EQ(blocks(cuda::kDevF16, 65536, 4), 1);
+  auto plan = [&](int32_t dtype, int64_t cols) {
+    s.x_dtype = dtype;
+    s.cols = cols;
+    return std::pair{cuda::RowRegisters(s, false, 8), cuda::RowLaunchCluster(s, false, 8)};
+  };
+  EXPECT_EQ(plan(cuda::kDevF32, 65536), std::pair(8, 8));
+  EXPECT_EQ(plan(cuda::kDevF32, 16384), std::pair(8, 2));
+  EXPECT_EQ(plan(cuda::kDevBF16, 20000), std::pair(4, 3));  // 834 vectors a block: 4 a thread
+  EXPECT_EQ(plan(cuda::kDevF32, 65544), std::pair(0, 1));   // staged
+  EXPECT_EQ(plan(cuda::kDevF16, 65540), std::pair(0, 1));   // not whole vectors: staged
+  EXPECT_EQ(plan(cuda::kDevF32, 4096), std::pair(4, 1));    // one block
+  EXPECT_EQ(cuda::RowRegisters(s, false, 1), 4);
+  s.cols = 65536;
+  EXPECT_EQ(cuda::RowRegisters(s, false, 1), 0);  // staged without clusters
+  EXPECT_EQ(cuda::RowLaunchCluster(s, true, 8), 1);
+  alignas(16) static char storage[32];
+  s.skip = storage + 4;  // any tensor off 16 bytes: staged
+  EXPECT_EQ(cuda::RowLaunchCluster(s, false, 8), 1);
+}
+
+// Cluster rows are their own launch, of whole blocks (256 threads), beside the others.
+TEST(CudaPlanTest, ClusterRowsAreTheirOwnLaunch) {
+  std::vector<cuda::RowSegment> table(2);
+  table[0].x_dtype = table[0].y_dtype = cuda::kDevF16;
+  table[0].rows = 3;
+  table[0].cols = 65536;
+  table[1].x_dtype = table[1].y_dtype = cuda::kDevF32;
+  table[1].rows = 2;
+  table[1].cols = 4096;
+  std::vector<cuda::RowItem> items;
+  for (int32_t i = 0; i < 2; ++i) cuda::PlanRowItems(i, table[i].rows, table[i].cols, &items);
+  const std::vector<cuda::RowLaunch> launches = cuda::GroupRowItems(table.data(), &items, 8);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].cluster, 1);  // the one-block rows first
+  EXPECT_EQ(launches[0].x_dtype, cuda::kDevF32);
+  EXPECT_EQ(launches[0].count, 2);
+  EXPECT_EQ(launches[1].cluster, 8);
+  EXPECT_EQ(launches[1].vectors, 4);
+  EXPECT_EQ(launches[1].threads, 256);
+  EXPECT_EQ(launches[1].first, 2);
+  EXPECT_EQ(launches[1].count, 3);
+  for (int32_t i = 2; i < 5; ++i) EXPECT_EQ(items[i].segment, 0);
+  // Without clusters the long rows are staged: still their own launch.
+  items.clear();
+  for (int32_t i = 0; i < 2; ++i) cuda::PlanRowItems(i, table[i].rows, table[i].cols, &items);
+  const std::vector<cuda::RowLaunch> staged = cuda::GroupRowItems(table.data(), &items, 1);
+  ASSERT_EQ(staged.size(), 2u);
+  EXPECT_EQ(staged[0].vectors, 0);
+  EXPECT_EQ(staged[0].cluster, 1);
+  EXPECT_EQ(staged[0].x_dtype, cuda::kDevF16);
 }
 
 TEST(CudaPlanTest, StatisticsSplitsFillOneWaveOfThreeBlocksPerSm) {

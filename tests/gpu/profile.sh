@@ -20,7 +20,7 @@ rc=0
 for ((i = 0; i + 1 < ${#cases[@]}; i += 2)); do
   echo "== ${cases[i]}"
   "$ncu" --clock-control none --launch-count "${cases[i + 1]}" \
-    --kernel-name regex:'RowNormKernel|RegisterRowKernel|Stats|Apply' \
+    --kernel-name regex:'RowNormKernel|RegisterRowKernel|ClusterRowKernel|Stats|Apply' \
     --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section SchedulerStats "$b/run" normd-kernel-bench --cuda --filter "${cases[i]}" \

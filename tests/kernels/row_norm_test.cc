@@ -17,6 +17,7 @@ namespace {
 using normd::testing::Buffer;
 using normd::testing::ExpectAllMatch;
 using normd::testing::ForEachTarget;
+using normd::testing::NearMeanRow;
 using normd::testing::RandomValues;
 
 // One configuration of the row-norm options.
@@ -161,6 +162,7 @@ TEST_P(RowNormTest, MatchesReferenceOnAdversarialRows) {
         // A mean of exactly zero: a LayerNorm row without a bias then takes the epilogue
         // without a mean (NoMean), which the one-loop pass leaves to the two passes.
         {"zero mean", ZeroMeanValues(cols)},
+        {"outputs near zero", NearMeanRow(rng, dtype, cols)},
     };
     for (const Case& c : cases) {
       if (cfg.kind == RowNormKind::kL2 && c.name == "constant") continue;

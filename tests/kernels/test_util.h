@@ -49,6 +49,25 @@ inline std::vector<float> RandomValues(std::mt19937_64& rng, int64_t n, float me
 using kernels::OrderedBits;
 using kernels::RoundDouble;
 
+// n >= 16 values of dtype t, normal(0.5, 2), 16 of them 0.51171875 (exact in every dtype),
+// the row's mean steered to about 1.5e-6 below that by three elements, each correction
+// finer than the last: LayerNorm's outputs there lie within about 1e-6 of zero, where one
+// bf16 ulp is 2^-8 of the output, so the row's mean must be right to about 2^-30 of itself.
+// fp32 deviations from an fp32 shift miss that: each drops the shift's low bits, the same
+// ones for every value of a binade, and over a row those errors add up (a mean 3e-8 off).
+inline std::vector<float> NearMeanRow(std::mt19937_64& rng, DType t, int64_t n) {
+  std::vector<float> x = RandomValues(rng, n, 0.5f, 2.0f);
+  for (float& v : x) v = RoundDouble(t, v);
+  const float r = 0.51171875f;
+  for (int64_t i = 0; i < 16; ++i) x[i * (n / 16)] = r;
+  for (const int64_t j : {n / 3 + 1, n / 2 + 1, 2 * n / 3 + 1}) {
+    double sum = 0;
+    for (const float v : x) sum += v;
+    x[j] = RoundDouble(t, x[j] + ((r - 1.5e-6) * static_cast<double>(n) - sum));
+  }
+  return x;
+}
+
 // docs/semantics.md's rule (normd/kernels/accuracy.h), with a message saying by how much
 // a value missed it.
 inline ::testing::AssertionResult Matches(DType t, float y, double ref, double magnitude = 0,
