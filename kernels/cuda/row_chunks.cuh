@@ -198,9 +198,10 @@ __device__ __forceinline__ double2 BlockSum2(double2 v, double* scratch) {
 }
 
 // The threads that share a row: a warp, or the whole block (the block must reach Sum, Sum2
-// and Sync together). `scratch` holds 64 doubles (unused by a warp).
+// and Sync together). `scratch` holds 64 doubles (unused by a warp). Sum's `more`: a Sum2
+// of the same row follows (ClusterGroup's use; these ignore it).
 struct WarpGroup {
-  __device__ static double Sum(double v, double*) {
+  __device__ static double Sum(double v, double*, bool = false) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -209,7 +210,7 @@ struct WarpGroup {
   __device__ static void Sync() { __syncwarp(); }
 };
 struct BlockGroup {
-  __device__ static double Sum(double v, double* scratch) {
+  __device__ static double Sum(double v, double* scratch, bool = false) {
     return BlockSum2(make_double2(v, 0.0), scratch).x;
   }
   __device__ static double2 Sum2(double2 v, double* scratch) { return BlockSum2(v, scratch); }

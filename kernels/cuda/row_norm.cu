@@ -117,11 +117,14 @@ __device__ void RowWork(const RowSegment& s, int64_t r, float* buf, int64_t cap,
     double2 c = make_double2(0.0, 0.0);
     auto centred = [&](const float* v, auto kc) {
       constexpr int K = decltype(kc)::value;
-      float p1 = 0, p2 = 0;
+      // The deviations' sum in double from exact differences: fp32 roundings of v - shift
+      // lean one way when most values sit on one side of the shift, and dm would carry them.
+      double p1 = 0;
+      float p2 = 0;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         const float d = v[k] - shift;
-        p1 += d;
+        p1 += static_cast<double>(v[k]) - static_cast<double>(shift);
         p2 = __fmaf_rn(d, d, p2);
       }
       c.x += p1;

@@ -74,17 +74,18 @@ __device__ __forceinline__ void RegisterRow(const RowSegment& s, int64_t r, int 
   double scale;
   float shift = 0, dm = 0;  // LayerNorm: mean = shift + dm, shift in fp32
   if (layer) {
-    const double s1 = Group::Sum(acc, scratch);
+    const double s1 = Group::Sum(acc, scratch, /*more=*/true);
     shift = static_cast<float>(first + s1 / static_cast<double>(n));
     double2 c = make_double2(0.0, 0.0);
 #pragma unroll
     for (int q = 0; q < kV; ++q) {
       if (lane + q * width >= nv) continue;
-      float p1 = 0, p2 = 0;
+      double p1 = 0;  // exact differences, summed in double, as RowWork's (row_norm.cu)
+      float p2 = 0;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const float d = v[q][k] - shift;
-        p1 += d;
+        p1 += static_cast<double>(v[q][k]) - static_cast<double>(shift);
         p2 = __fmaf_rn(d, d, p2);
       }
       c.x += p1;
