@@ -7,8 +7,9 @@
 # and the batching runs' JSON, refreshed after each step, so that a run cut short still
 # leaves what it did), cuda_bench.json and torch_cuda.json.
 #
-#   tests/gpu/device-session.sh [suite] [bench] [torch] [server] [conformance] [profile]
-#   (default: all but profile)
+#   tests/gpu/device-session.sh [suite] [bench] [torch] [server] [conformance] [crossover]
+#                               [profile]
+#   (default: all but crossover and profile)
 #
 #   suite   the CUDA suite (gpu_test: every op against the float64 reference)
 #   bench   normd-kernel-bench --cuda: the kernels beside a device-to-device copy
@@ -20,6 +21,11 @@
 #           then one caller alone, without and with a 100 us batch delay (its latency)
 #   conformance  the PyTorch conformance suite (tests/conformance/test_conformance.py) with
 #           every call routed to CUDA (NORMD_CUDA_MIN_BYTES=0)
+#   crossover  where the CUDA lane starts to pay (what --cuda-min-bytes, AUTO's threshold,
+#           should be): LayerNorm f32 messages of 16 KiB to 16 MiB sent whole on
+#           NormalizeStream (the client's chunks are 256 KiB), each with --backend cpu and
+#           cuda, one caller (latency) and 16 on four connections (throughput);
+#           tests/gpu/crossover_table.py prints the table
 #   profile Nsight Compute (ncu) on one launch of a few row and channel cases; not in the
 #           default list
 set -uo pipefail
@@ -72,10 +78,10 @@ if wants torch; then
   fi
 fi
 
-if wants server; then
-  port=50091
-  target=127.0.0.1:$port
-  normd_pid=
+port=50091
+target=127.0.0.1:$port
+normd_pid=
+if wants server || wants crossover; then
   start_normd() {  # FLAGS...: a normd on $target, up when its health check says SERVING
     "$b/run" normd --listen "$target" "$@" >>"$logs/normd.log" 2>&1 &
     normd_pid=$!
@@ -87,6 +93,9 @@ if wants server; then
     return 1
   }
   stop_normd() { kill -TERM "$normd_pid" 2>/dev/null && wait "$normd_pid" 2>/dev/null; }
+fi
+
+if wants server; then
   trap stop_normd EXIT
   if start_normd; then
     step info 20 "$b/run" normctl --target "$target" info
@@ -146,6 +155,31 @@ CASES
       stop_normd
     fi
   done
+  trap - EXIT
+fi
+if wants crossover; then
+  # One normd with its defaults; every message whole (NormalizeStream sends each as it is),
+  # so the server sees the sizes below, where the client's unary calls would arrive as
+  # chunks of 256 KiB. "$backend" beside cpu (NORMD_SESSION_BACKEND=cpu: cpu alone, a check
+  # of this script).
+  backends=(cpu)
+  [ "$backend" = cpu ] || backends+=("$backend")
+  trap stop_normd EXIT
+  if start_normd; then
+    for rows in 1 4 16 64 256 1024; do
+      for be in "${backends[@]}"; do
+        for load in "1 1" "16 4"; do
+          read -r c conns <<<"$load"
+          step "crossover_${rows}_${be}_c$c" 20 "$b/run" normbench --target "$target" --stream \
+            --op layer-norm --shape "${rows}x4096" --dtype f32 --weight --bias --backend "$be" \
+            --concurrency "$c" --connections "$conns" --duration 2s --warmup 500ms --quiet \
+            --json "$logs/crossover_${rows}_${be}_c$c.json"
+        done
+      done
+    done
+    stop_normd
+    python3 tests/gpu/crossover_table.py "$logs" | tee "$logs/crossover.txt"
+  fi
   trap - EXIT
 fi
 if wants conformance; then
