@@ -216,17 +216,38 @@ constexpr int64_t kFusedAffineMaxCols = 2048;
 // Hugging Face's 0.72 / 0.79 -> 0.79 / 0.83, L2 0.82 / 0.87 -> 0.92 / 0.94, LayerNorm then add
 // 0.55 / 0.57 -> 0.66 / 0.68, Gemma's 0.77 / 0.81 -> 0.77 / 0.83; bf16 +0.02 to +0.09 one thread
 // (RMSNorm 0.57 -> 0.66, LayerNorm 0.53 -> 0.60). f16 keeps the two passes: in seven exploratory
-// rounds its rows moved -0.06 to +0.03.
+// rounds its rows moved -0.06 to +0.03. LayerNorm's rows on a smaller L2 keep them too
+// (LongAffineLoopFits, below).
 constexpr int64_t kFusedLongRowBytes = 64 << 10;
 constexpr int64_t kFusedLongAheadBytes = 16 << 10;
+
+// Whether a long f32 or bf16 row with both a weight and a bias and no skip (LayerNorm) takes
+// the one-loop pass on a core with `l2_bytes` of L2: where what the loop holds from one row to
+// the next (the row being finished, the next row, the fp32 weight and bias) is at most half of
+// it, or where the size is unknown (0). The Intel VM (2 MiB L2) measured the loop faster
+// (kFusedLongRowBytes); the Zen 4 VM (1 MiB L2) the two passes, which keep the fetch ahead of
+// the statistics pass. There (BENCHMARKS.md, issue 16, sixty-sixth and sixty-seventh sessions),
+// one thread / two, ratio to memcpy at 1024x65536, medians of nine alternating rounds in two
+// sets: LayerNorm f32 0.65 / 0.81 in the loop, 0.78 / 0.88 in two passes; bf16 0.65 / 0.73 and
+// 0.74 / 0.79. The L2 is the one difference known between the two VMs, so the rule follows it;
+// a third machine may disagree. Rows the rule does not name kept the loop there: with a skip
+// added last (LayerNorm then add f32 0.80 / 0.87 in the loop, 0.68 / 0.77 in two passes) and
+// with a weight alone (RMSNorm f32 0.89 / 1.06 and 0.58 / 0.68; Gemma's, Hugging Face's, the
+// partial statistics alike), though they hold as much or more.
+inline bool LongAffineLoopFits(DType t, int64_t cols, int64_t l2_bytes) {
+  const int64_t held = cols * (2 * static_cast<int64_t>(ElementSize(t)) + 2 * 4);
+  return l2_bytes == 0 || 2 * held <= l2_bytes;
+}
 
 // Whether a row of `cols` columns in dtype t, kFusedMinCols or more, with a skip added last or
 // not, takes the one-loop pass where the kernel's other rules (row_norm_simd.cc) let it: up to
 // kFusedMaxCols columns but rows with both a weight and a bias beyond kFusedAffineMaxCols in
-// f32 or with a skip, and long rows of f32 and bf16 (kFusedLongRowBytes).
+// f32 or with a skip, and long rows of f32 and bf16 (kFusedLongRowBytes) but LayerNorm's where
+// LongAffineLoopFits says not.
 inline bool OneLoopFits(DType t, bool weight, bool bias, bool skip, int64_t cols) {
   if (cols * static_cast<int64_t>(ElementSize(t)) >= kFusedLongRowBytes) {
-    return t != DType::kF16;
+    return t != DType::kF16 &&
+           (!weight || !bias || skip || LongAffineLoopFits(t, cols, L2CacheBytes()));
   }
   return cols <= kFusedMaxCols &&
          !(weight && bias && (t == DType::kF32 || skip) && cols > kFusedAffineMaxCols);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/row_plan.h"
 #include "normd/kernels/cpu_backend.h"
 #include "tests/kernels/test_util.h"
 
@@ -208,6 +209,19 @@ TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
       }
     }
   });
+}
+
+// LayerNorm's long rows take the loop by the L2 they would hold (LongAffineLoopFits): at
+// 65536 columns, f32 (1 MiB held) and bf16 (768 KiB) on the Intel VM's 2 MiB, neither on the
+// Zen 4 VM's 1 MiB, bf16 at 32768 columns (384 KiB) there; where the size is unknown, all.
+TEST(RowNormStreamTest, LongLayerNormRowsTakeTheLoopByTheirL2) {
+  constexpr int64_t kMiB = 1 << 20;
+  EXPECT_TRUE(cpu::LongAffineLoopFits(DType::kF32, 65536, 2 * kMiB));
+  EXPECT_TRUE(cpu::LongAffineLoopFits(DType::kBF16, 65536, 2 * kMiB));
+  EXPECT_FALSE(cpu::LongAffineLoopFits(DType::kF32, 65536, kMiB));
+  EXPECT_FALSE(cpu::LongAffineLoopFits(DType::kBF16, 65536, kMiB));
+  EXPECT_TRUE(cpu::LongAffineLoopFits(DType::kBF16, 32768, kMiB));
+  EXPECT_TRUE(cpu::LongAffineLoopFits(DType::kF32, 65536, 0));
 }
 
 // An fp32 weight and bias where a request's parsed bytes put them (any multiple of 4 bytes
