@@ -173,7 +173,7 @@ constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 // 0.73-0.85, RMSNorm, Gemma's and L2 0.68-0.82 -> 0.72-0.88 / 0.69-0.82 -> 0.78-0.91; at 16384x1024
 // 0.59-0.75 -> 0.66-0.86 / 0.63-0.78 -> 0.71-0.90. At 1024x65536 (rows of 128 KiB) it lost
 // (LayerNorm f16 0.41-0.50 -> 0.38-0.43, L2 bf16 0.74-0.85 -> 0.51-0.62); since the statistics
-// pass fetched long rows ahead (kFusedLongRowBytes, below) it gains there for f32 and bf16. Rows
+// pass fetched long rows ahead (kFusedLongRowBytes, below) it gains there in every dtype. Rows
 // between 4096 columns and kFusedLongRowBytes were not measured: they keep the two passes. Fetching
 // a later row in the loop as well moved the rows both ways. f32 rows took the loop later (a Zen 5
 // VM, BENCHMARKS.md, issue 16, forty-second session; two sets of five and four alternating rounds,
@@ -206,25 +206,29 @@ constexpr int64_t kFusedMaxCols = 4096;
 constexpr int64_t kFusedAffineMaxCols = 2048;
 
 // Rows of at least kFusedLongRowBytes (the 1024x65536 cases: 128-256 KiB a row, from memory)
-// in f32 and bf16 take the one-loop pass too, the weight and bias with them however long, and
-// fetch kFusedLongAheadBytes ahead (the shorter rows' kFusedAheadBytes, below, measured within
-// the spread). Apart, the statistics pass reads the row from memory (about 11-13 GB/s on one
+// take the one-loop pass too, the weight and bias with them however long, and fetch
+// kFusedLongAheadBytes ahead (the shorter rows' kFusedAheadBytes, below, measured within the
+// spread). Apart, the statistics pass reads the row from memory (about 11-13 GB/s on one
 // thread of the Intel VM) and the epilogue then streams its output out; in one loop the two
 // overlap as in a copy. On the Intel VM (BENCHMARKS.md, issue 16, fifty-ninth session), one
 // thread / two, three alternating rounds against the two passes, medians of the ratio to memcpy
 // at 1024x65536: f32 LayerNorm 0.55 / 0.59 -> 0.66 / 0.70, RMSNorm 0.73 / 0.80 -> 0.82 / 0.87,
 // Hugging Face's 0.72 / 0.79 -> 0.79 / 0.83, L2 0.82 / 0.87 -> 0.92 / 0.94, LayerNorm then add
 // 0.55 / 0.57 -> 0.66 / 0.68, Gemma's 0.77 / 0.81 -> 0.77 / 0.83; bf16 +0.02 to +0.09 one thread
-// (RMSNorm 0.57 -> 0.66, LayerNorm 0.53 -> 0.60). f16 keeps the two passes: in seven exploratory
-// rounds its rows moved -0.06 to +0.03. LayerNorm's rows on a smaller L2 keep them too
-// (LongAffineLoopFits, below).
+// (RMSNorm 0.57 -> 0.66, LayerNorm 0.53 -> 0.60). f16 rows moved -0.06 to +0.03 there (seven
+// exploratory rounds) and kept the two passes until the Zen 4 VM (1 MiB L2; sixty-seventh
+// session, five alternating rounds, the same medians) measured them faster in the loop: RMSNorm
+// 1.06 / 0.94 -> 1.11 / 1.12, Gemma's 0.97 / 0.86 -> 1.11 / 1.12, Hugging Face's 0.80 / 0.88 ->
+// 0.84 / 0.97, the partial statistics 0.87 / 0.87 -> 0.96 / 0.97, L2 1.21 / 1.01 -> 1.31 / 1.12,
+// LayerNorm then add 0.55 / 0.72 -> 0.57 / 0.74. LayerNorm's rows on a smaller L2 keep the two
+// passes (LongAffineLoopFits, below).
 constexpr int64_t kFusedLongRowBytes = 64 << 10;
 constexpr int64_t kFusedLongAheadBytes = 16 << 10;
 
-// Whether a long f32 or bf16 row with both a weight and a bias and no skip (LayerNorm) takes
-// the one-loop pass on a core with `l2_bytes` of L2: where what the loop holds from one row to
-// the next (the row being finished, the next row, the fp32 weight and bias) is at most half of
-// it, or where the size is unknown (0). The Intel VM (2 MiB L2) measured the loop faster
+// Whether a long row with both a weight and a bias and no skip (LayerNorm) takes the one-loop
+// pass on a core with `l2_bytes` of L2: where what the loop holds from one row to the next (the
+// row being finished, the next row, the fp32 weight and bias) is at most half of it, or where
+// the size is unknown (0). The Intel VM (2 MiB L2) measured the loop faster
 // (kFusedLongRowBytes); the Zen 4 VM (1 MiB L2) the two passes, which keep the fetch ahead of
 // the statistics pass. There (BENCHMARKS.md, issue 16, sixty-sixth and sixty-seventh sessions),
 // one thread / two, ratio to memcpy at 1024x65536, medians of nine alternating rounds in two
@@ -242,12 +246,11 @@ inline bool LongAffineLoopFits(DType t, int64_t cols, int64_t l2_bytes) {
 // Whether a row of `cols` columns in dtype t, kFusedMinCols or more, with a skip added last or
 // not, takes the one-loop pass where the kernel's other rules (row_norm_simd.cc) let it: up to
 // kFusedMaxCols columns but rows with both a weight and a bias beyond kFusedAffineMaxCols in
-// f32 or with a skip, and long rows of f32 and bf16 (kFusedLongRowBytes) but LayerNorm's where
-// LongAffineLoopFits says not.
+// f32 or with a skip, and long rows (kFusedLongRowBytes) but LayerNorm's where LongAffineLoopFits
+// says not.
 inline bool OneLoopFits(DType t, bool weight, bool bias, bool skip, int64_t cols) {
   if (cols * static_cast<int64_t>(ElementSize(t)) >= kFusedLongRowBytes) {
-    return t != DType::kF16 &&
-           (!weight || !bias || skip || LongAffineLoopFits(t, cols, L2CacheBytes()));
+    return !weight || !bias || skip || LongAffineLoopFits(t, cols, L2CacheBytes());
   }
   return cols <= kFusedMaxCols &&
          !(weight && bias && (t == DType::kF32 || skip) && cols > kFusedAffineMaxCols);

@@ -126,11 +126,10 @@ TEST(RowNormStreamTest, StreamedOutputAtEveryOffsetMatchesPlainStores) {
   });
 }
 
-// Long rows (from kFusedLongRowBytes, row_plan.h: 64 KiB) of f32 and bf16 take the one-loop
-// pass where their output streams, the two passes where it does not: the same bits, at an
-// aligned output and at one that needs a head, with and without a weight and bias, Gemma's
-// offset, Hugging Face's cast and a residual added last, and f32 rows with a residual added
-// first. f16 rows keep the two passes either way.
+// Long rows (from kFusedLongRowBytes, row_plan.h: 64 KiB) take the one-loop pass where their
+// output streams, the two passes where it does not: the same bits, at an aligned output and at
+// one that needs a head, with and without a weight and bias, Gemma's offset, Hugging Face's
+// cast and a residual added last, and f32 rows with a residual added first.
 TEST(RowNormStreamTest, LongRowsInOneLoopGiveTheTwoPassesBits) {
   ForEachTarget([] {
     std::mt19937_64 rng(13);

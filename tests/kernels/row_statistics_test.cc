@@ -226,7 +226,7 @@ TEST(RowStatisticsTest, OneLoopPassGivesLoadRowsSumsToTheBit) {
   ForEachTarget([&] {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (bool moments : {true, false}) {
-        // 65536: the long rows of f32 and bf16 (kFusedLongRowBytes, row_plan.h).
+        // 65536: the long rows (kFusedLongRowBytes, row_plan.h).
         for (int64_t cols : {1024, 1536, 4096, 65536}) {
           const std::vector<Row> rows = Rows(cols);
           const Buffer x = Buffer::Of(t, rows[0].values);
