@@ -323,22 +323,30 @@ HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols,
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const void* row = Offset(x, kT, r * cols);
+  // Rows r + 16 to r + 24 fetched a line at a time: the block's rows are contiguous (row
+  // stride cols). A fetch per row and column vector issued two per line for f16/bf16 and
+  // ran as a loop of its own, an eighth of the pass's instructions; a line at a time, six
+  // alternating rounds at 32x56x56x64 (BENCHMARKS.md, issue 16, seventy-first session), one
+  // thread: GroupNorm and InstanceNorm f16 0.40-0.43 -> 0.48, bf16 0.35 -> 0.48-0.49, f32
+  // 0.56-0.60 -> 0.61-0.68 of memcpy.
+  // f32 rows fetched into L2 rather than L1, f16/bf16 into L1: one thread, five
+  // alternating rounds at 32x56x56x64 (twenty-fifth session), GroupNorm and InstanceNorm
+  // f32 15.3-16.7 -> 19.3-22.3 GB/s; f16/bf16 lost 1-24% in L2. 32 and 64 rows ahead
+  // instead of 16: the same or slower (fifty-seventh session).
+  const char* ahead = static_cast<const char*>(Offset(row, kT, 16 * cols));
+  const int64_t ahead_bytes = 8 * cols * static_cast<int64_t>(ElementSize(kT));
+  for (int64_t b = 0; b < ahead_bytes; b += 64) {
+    if constexpr (kT == DType::kF32) {
+      PrefetchL2(ahead + b);
+    } else {
+      hwy::Prefetch(ahead + b);
+    }
+  }
   for (int64_t c = 0; c < vec_cols; c += N) {
     const V k = hn::LoadU(d, shift + c);
     const auto dev = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
       return hn::Sub(LoadAs<kT>(d, Offset(row, kT, i * cols + c)), k);
     };
-    // f32 rows fetched into L2 rather than L1, f16/bf16 into L1: one thread, five
-    // alternating rounds at 32x56x56x64 (BENCHMARKS.md, issue 16, twenty-fifth session),
-    // GroupNorm and InstanceNorm f32 15.3-16.7 -> 19.3-22.3 GB/s; f16/bf16 lost 1-24% in L2.
-    // 32 and 64 rows ahead instead of 16: the same or slower (fifty-seventh session).
-    for (int64_t i = 16; i < 24; ++i) {
-      if constexpr (kT == DType::kF32) {
-        PrefetchL2(Offset(row, kT, i * cols + c));
-      } else {
-        hwy::Prefetch(Offset(row, kT, i * cols + c));
-      }
-    }
     const V a[8] = {dev(0), dev(1), dev(2), dev(3), dev(4), dev(5), dev(6), dev(7)};
     AddLanes(SumTree8(a), sum + c);
     AddLanes(SquaresTree8(a), squares + c);
