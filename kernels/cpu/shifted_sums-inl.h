@@ -325,10 +325,10 @@ HWY_INLINE void ColumnShiftedSumsF32Rows(const void* x, int64_t r, int64_t cols,
   const void* row = Offset(x, kT, r * cols);
   // Rows r + 16 to r + 24 fetched a line at a time: the block's rows are contiguous (row
   // stride cols). A fetch per row and column vector issued two per line for f16/bf16 and
-  // ran as a loop of its own, an eighth of the pass's instructions; a line at a time, six
-  // alternating rounds at 32x56x56x64 (BENCHMARKS.md, issue 16, seventy-first session), one
-  // thread: GroupNorm and InstanceNorm f16 0.40-0.43 -> 0.48, bf16 0.35 -> 0.48-0.49, f32
-  // 0.56-0.60 -> 0.61-0.68 of memcpy.
+  // ran as a loop of its own, an eighth of the pass's samples; a line at a time, two sets of
+  // six alternating rounds at 32x56x56x64 (BENCHMARKS.md, issue 16, seventy-first session),
+  // one thread, medians: GroupNorm and InstanceNorm f16/bf16 0.35-0.43 -> 0.46-0.49 of
+  // memcpy, f32 within the rounds' spread.
   // f32 rows fetched into L2 rather than L1, f16/bf16 into L1: one thread, five
   // alternating rounds at 32x56x56x64 (twenty-fifth session), GroupNorm and InstanceNorm
   // f32 15.3-16.7 -> 19.3-22.3 GB/s; f16/bf16 lost 1-24% in L2. 32 and 64 rows ahead
