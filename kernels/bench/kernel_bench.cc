@@ -235,7 +235,8 @@ int Main(int argc, char** argv) {
       // a larger closure made std::function allocate and free on every copy, which the
       // kernel's calls do not (perf); the 1x4096 cases' memcpy medians dropped by 20-180 ns
       // of 200-430 (BENCHMARKS.md, issue 16, forty-eighth session).
-      copy_pool.ParallelFor(threads, threads, [j = &job](int64_t b, int64_t e) {
+      // The job's bytes, as the kernels pass theirs (the pool's wake-up policy).
+      copy_pool.ParallelFor(threads, threads, c.bytes, [j = &job](int64_t b, int64_t e) {
         const size_t lo = j->half * b / j->threads, hi = j->half * e / j->threads;
         std::memcpy(j->dst + lo, j->src + lo, hi - lo);
       });

@@ -58,6 +58,8 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
   if (total == 0) return absl::OkStatus();
   max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
+  // Each pass's dispatch counts the whole op's bytes: only whether the job is long matters.
+  const int64_t job_bytes = JobBytes(total, a.x.dtype, a.y.dtype);
   const double count = static_cast<double>(a.n * a.s);
   const bool cf = a.layout == Layout::kChannelsFirst;
   const bool stream = total * ElementSize(a.y.dtype) > options_.stream_bytes;
@@ -92,7 +94,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
     // f16 and bf16 stores go out 32 bytes at a time (StreamAs2), streaming is the faster:
     // f16/bf16 32x64x56x56 (x and y 12.8 MB each) 0.50/0.47 -> 0.69/0.59 of memcpy on one
     // thread (BENCHMARKS.md, fifty-third session).
-    pool_->ParallelFor(a.n * a.c, max_threads, [&](int64_t begin, int64_t end) {
+    pool_->ParallelFor(a.n * a.c, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t c = r % a.c;
         cpu::ApplyRun(a.x.dtype, At(a.x, r * a.s), a.s, mean[c], scale[c], shift[c], a.y.dtype,
@@ -109,7 +111,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
     // RunMoments). One thread, 32x64x56x56, three alternating rounds (BENCHMARKS.md, issue
     // 16, fifty-seventh session), of memcpy: f16/bf16 0.65/0.69 -> 0.84/0.85, f32 0.83 -> 0.88.
     const bool fuse = a.training && a.s <= cpu::kRunSumsMax;
-    pool_->ParallelFor(a.c, max_threads, [&](int64_t begin, int64_t end) {
+    pool_->ParallelFor(a.c, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
       cpu::RunSumsCursor sums;
       std::vector<double> run_mean(fuse ? a.n : 0), run_m2(fuse ? a.n : 0);
       for (int64_t c = begin; c < end; ++c) {
@@ -157,7 +159,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
     // fp32 sums first; if any channel's mean needs more (Fp32MeanSuffices), all in double:
     // the tensor is read in rows, so one channel costs as much as all.
     for (bool f64 : {false, true}) {
-      pool_->ParallelFor(parts, max_threads, [&](int64_t begin, int64_t end) {
+      pool_->ParallelFor(parts, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
         for (int64_t p = begin; p < end; ++p) {
           partial[p] = ColumnMoments(a.x, a.c, rows * p / parts, rows * (p + 1) / parts, f64);
         }
@@ -172,7 +174,7 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
     }
     for (int64_t c = 0; c < a.c; ++c) finish_channel(c, acc[c].mean(), acc[c].m2 / count);
   }
-  pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
+  pool_->ParallelFor(rows, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
     cpu::ApplyColumns(a.x.dtype, At(a.x, begin * a.c), end - begin, a.c, mean.data(), scale.data(),
                       shift.data(), a.y.dtype, At(a.y, begin * a.c), stream);
     if (stream) cpu::FenceStreams();
@@ -186,6 +188,8 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
   if (total == 0) return absl::OkStatus();
   max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
+  // Each pass's dispatch counts the whole op's bytes: only whether the job is long matters.
+  const int64_t job_bytes = JobBytes(total, a.x.dtype, a.y.dtype);
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
   // Outputs beyond the cache go out non-temporal, as the row ops' do.
@@ -204,7 +208,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
     // 0.04-0.06; fetching the summed group a block ahead of the sums moved nothing.
     const int64_t len = cpg * a.s;
     const bool fuse = len <= cpu::kRunSumsMax;
-    pool_->ParallelFor(a.n * a.groups, max_threads, [&](int64_t begin, int64_t end) {
+    pool_->ParallelFor(a.n * a.groups, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
       cpu::RunSumsCursor sums;
       for (int64_t ng = begin; ng < end; ++ng) {
         const int64_t n = ng / a.groups, g = ng % a.groups;
@@ -237,7 +241,7 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   // the output pass made it slower (BENCHMARKS.md, issue 16, fifty-seventh session): its
   // column sums beside the output, -0.01 to -0.07 of memcpy; the sample fetched
   // into L2 there, -0.09 to -0.17.
-  pool_->ParallelFor(a.n, max_threads, [&](int64_t begin, int64_t end) {
+  pool_->ParallelFor(a.n, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
     std::vector<double> cmean(a.c), cm2(a.c), mean(a.c), scale(a.c), shift(a.c);
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * a.s * a.c;

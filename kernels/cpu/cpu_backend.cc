@@ -36,9 +36,14 @@ std::string CpuBackend::SimdTarget() {
   return targets.empty() ? "none" : hwy::TargetName(targets.front());
 }
 
+int64_t CpuBackend::JobBytes(int64_t elements, DType in, DType out) {
+  return elements * static_cast<int64_t>(ElementSize(in) + ElementSize(out));
+}
+
 int CpuBackend::ThreadsFor(int64_t elements, DType in, DType out, int max_threads) const {
-  const int64_t bytes = elements * (ElementSize(in) + ElementSize(out));
-  return bytes < options_.min_parallel_bytes ? 1 : std::min(max_threads, threads());
+  return JobBytes(elements, in, out) < options_.min_parallel_bytes
+             ? 1
+             : std::min(max_threads, threads());
 }
 
 }  // namespace normd::kernels

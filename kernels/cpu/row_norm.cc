@@ -114,7 +114,8 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   if (segs.empty()) return absl::OkStatus();
   // Mixed dtypes count as their last segment's: only the thread count depends on it.
   max_threads = ThreadsFor(elements, in, out, max_threads);
-  pool_->ParallelFor(rows, max_threads, [&](int64_t begin, int64_t end) {
+  const int64_t job_bytes = JobBytes(elements, in, out);
+  pool_->ParallelFor(rows, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
     // First segment holding row `begin` of the concatenation.
     auto it = std::upper_bound(segs.begin(), segs.end(), begin,
                                [](int64_t r, const Segment& s) { return r < s.first_row; });

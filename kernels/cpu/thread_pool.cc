@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/cpu/cpu_move.h"
+
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -104,6 +106,7 @@ void ThreadPool::WorkerLoop(int index) {
   SetMode(GetMode() | kFtzDaz);
   uint64_t seen = 0;
   int owner_cpu = -1;
+  bool long_job = false;
   for (;;) {
     int active;
     // Spin briefly before sleeping: a condition-variable wake-up costs tens of
@@ -119,6 +122,7 @@ void ThreadPool::WorkerLoop(int index) {
       seen = generation_;
       active = active_;
       owner_cpu = owner_cpu_;
+      long_job = long_job_;
     }
     if (index >= active) continue;
     // Linux may wake a sleeping worker onto the CPU its caller runs on, with another core
@@ -128,7 +132,27 @@ void ThreadPool::WorkerLoop(int index) {
     // where that happened (half of them) against 58-71 us where the caller ran alone; with
     // the yield, 59-69 us (BENCHMARKS.md, issue 16, twenty-seventh session). Yielding once
     // hands the CPU back: the caller starts on its share, and may take the worker's.
-    if (owner_cpu >= 0 && CurrentCpu() == owner_cpu) YieldCpu();
+    if (owner_cpu >= 0 && CurrentCpu() == owner_cpu) {
+      // A long job: the worker moves itself to another CPU it may run on (ScopedMoveOffCpu),
+      // where a yield left it queued behind its caller until the scheduler balanced the
+      // CPUs, up to a tick later (4 ms at 250 Hz), with the other CPU idle: `perf sched
+      // timehist` of normd's shared-memory calls on a 2-vCPU VM showed the caller and the
+      // worker running a 64 MiB LayerNorm one after the other on one CPU (4.8 ms, about 2.9
+      // where they ran side by side). The move costs the caller's CPU about 60 us (the
+      // worker's system call and the migration thread), as long as a 1-2 MiB job, so shorter
+      // jobs still yield (moved, RMSNorm bf16 64x4096 calls 1 ms apart took 35 us against
+      // 29). Shared-memory LayerNorm f32 at 4 MiB, two sets of alternating rounds (six and
+      // four) of normd-large-bench: the server's compute 0.12-0.68 ms -> 0.15-0.25; at 16
+      // and 64 MiB, and in-process calls, within the rounds' spread (BENCHMARKS.md, issue
+      // 15, seventy-second session).
+      if (long_job) {
+        ScopedMoveOffCpu move(owner_cpu);
+        if (!move.moved()) YieldCpu();
+        RunPieces(index, seen);
+        continue;
+      }
+      YieldCpu();
+    }
     RunPieces(index, seen);
   }
 }
@@ -168,7 +192,7 @@ void ThreadPool::RunPieces(int index, uint64_t generation) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int max_threads,
+void ThreadPool::ParallelFor(int64_t n, int max_threads, int64_t job_bytes,
                              const std::function<void(int64_t, int64_t)>& fn) {
   ScopedFlushDenormals flush;
   const int parts = static_cast<int>(std::min<int64_t>({n, max_threads, threads()}));
@@ -187,6 +211,7 @@ void ThreadPool::ParallelFor(int64_t n, int max_threads,
     active_ = parts;
     fn_ = &fn;
     owner_cpu_ = CurrentCpu();
+    long_job_ = job_bytes >= kLongJobBytes;
     done_pieces_.store(0, std::memory_order_relaxed);
     generation = ++generation_;
     // Thread t's share: pieces [pieces * t / parts, pieces * (t + 1) / parts); the

@@ -14,7 +14,8 @@
 // spin). The price is that much CPU after each job; a longer spin (0.5 ms, from a count of
 // pauses) held the cores other threads needed and made a 4 MiB call's kernel 0.6-1.1 ms
 // instead of 0.1-0.2 (BENCHMARKS.md, "Large tensors").
-// A worker woken onto its caller's CPU yields it once, and does not spin there afterwards.
+// A worker woken onto its caller's CPU does not spin there afterwards; it yields that CPU
+// once, or for a job of kLongJobBytes or more moves to another CPU (thread_pool.cc).
 //
 // Thread safety: ParallelFor may be called from many threads at once; one call uses the
 // workers at a time and a concurrent call runs its whole range inline on its own thread
@@ -56,9 +57,18 @@ class ThreadPool {
 
   // Calls fn(begin, end) on at most max_threads threads over contiguous pieces covering
   // [0, n) exactly once (a thread may run several pieces, and the caller all of them when
-  // the workers are slow to wake); returns when all are done.
-  void ParallelFor(int64_t n, int max_threads,
+  // the workers are slow to wake); returns when all are done. job_bytes: the bytes the job
+  // reads and writes, or 0 where unknown (then it counts as short).
+  void ParallelFor(int64_t n, int max_threads, int64_t job_bytes,
                    const std::function<void(int64_t begin, int64_t end)>& fn);
+  void ParallelFor(int64_t n, int max_threads,
+                   const std::function<void(int64_t begin, int64_t end)>& fn) {
+    ParallelFor(n, max_threads, 0, fn);
+  }
+
+  // Jobs of at least this many bytes are long: a worker woken onto the caller's CPU moves
+  // to another rather than yielding (thread_pool.cc says why, and where it was measured).
+  static constexpr int64_t kLongJobBytes = int64_t{4} << 20;
 
  private:
   // A job is cut into up to kPiecesPerThread pieces per thread. Each thread runs the
@@ -96,8 +106,9 @@ class ThreadPool {
   // threads that claimed one of its pieces.
   int64_t n_ = 0;
   int pieces_ = 0;
-  int active_ = 0;      // threads taking part, the caller included: workers 1..active_-1
-  int owner_cpu_ = -1;  // the CPU the caller ran on when it published the job, or -1
+  int active_ = 0;         // threads taking part, the caller included: workers 1..active_-1
+  int owner_cpu_ = -1;     // the CPU the caller ran on when it published the job, or -1
+  bool long_job_ = false;  // job_bytes >= kLongJobBytes
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   // Thread t's share as ClaimWord(generation, end, next piece); and the pieces finished.
   std::vector<Claim> claims_;

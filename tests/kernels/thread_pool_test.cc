@@ -1,5 +1,6 @@
-// The pool covers every index once, the backend gives bit-identical results on one thread
-// and on all of them, and denormals are flushed as documented.
+// The pool covers every index once, a worker woken onto its caller's CPU lets the caller
+// work (a yield) or moves off that CPU (ScopedMoveOffCpu), the backend gives bit-identical
+// results on one thread and on all of them, and denormals are flushed as documented.
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #endif
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_move.h"
 #include "normd/kernels/cpu_backend.h"
 #include "normd/kernels/reference.h"
 #include "tests/kernels/test_util.h"
@@ -142,6 +144,54 @@ TEST(ThreadPoolTest, WorkerWokenOnTheCallersCpuLetsTheCallerWork) {
   }
   ADD_FAILURE() << "calls in which the caller ran a piece, of 20, in each of three sets: "
                 << sets[0] << ", " << sets[1] << ", " << sets[2] << " (15 wanted in one)";
+}
+#endif
+
+#if defined(__linux__)
+// The pool's worker, woken onto its caller's CPU, moves itself off that CPU
+// (ScopedMoveOffCpu): the move happens before the constructor returns, and the mask comes
+// back whole, so that the worker may run anywhere again.
+TEST(ScopedMoveOffCpuTest, MovesToAnotherCpuAndGivesTheMaskBack) {
+  cpu_set_t before;
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof(before), &before));
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  for (int k = 0; k < 20; ++k) {
+    const int cpu = sched_getcpu();
+    ASSERT_TRUE(CPU_ISSET(cpu, &before));
+    {
+      cpu::ScopedMoveOffCpu move(cpu);
+      ASSERT_TRUE(move.moved());
+      EXPECT_NE(sched_getcpu(), cpu) << k;
+      cpu_set_t during;
+      ASSERT_EQ(0, sched_getaffinity(0, sizeof(during), &during));
+      EXPECT_FALSE(CPU_ISSET(cpu, &during));
+      EXPECT_EQ(CPU_COUNT(&during), CPU_COUNT(&before) - 1);
+    }
+    cpu_set_t after;
+    ASSERT_EQ(0, sched_getaffinity(0, sizeof(after), &after));
+    EXPECT_TRUE(CPU_EQUAL(&before, &after)) << k;
+  }
+}
+
+// With no other CPU to go to, nothing changes (the pool's worker then yields instead).
+TEST(ScopedMoveOffCpuTest, StaysWhereNoOtherCpuIsAllowed) {
+  cpu_set_t saved;
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof(saved), &saved));
+  const int cpu = sched_getcpu();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+  {
+    cpu::ScopedMoveOffCpu move(cpu);
+    EXPECT_FALSE(move.moved());
+    EXPECT_EQ(sched_getcpu(), cpu);
+  }
+  cpu_set_t after;
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof(after), &after));
+  EXPECT_TRUE(CPU_EQUAL(&one, &after));
+  EXPECT_FALSE(cpu::ScopedMoveOffCpu(-1).moved());
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof(saved), &saved));
 }
 #endif
 
