@@ -57,9 +57,9 @@ absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a) { return BatchNorm(a,
 absl::Status CpuBackend::BatchNorm(const BatchNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
   if (total == 0) return absl::OkStatus();
-  max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
   // Each pass's dispatch counts the whole op's bytes: only whether the job is long matters.
   const int64_t job_bytes = JobBytes(total, a.x.dtype, a.y.dtype);
+  max_threads = ThreadsFor(job_bytes, max_threads);
   const double count = static_cast<double>(a.n * a.s);
   const bool cf = a.layout == Layout::kChannelsFirst;
   const bool stream = total * ElementSize(a.y.dtype) > options_.stream_bytes;
@@ -187,9 +187,9 @@ absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a) { return GroupNorm(a,
 absl::Status CpuBackend::GroupNorm(const GroupNormArgs& a, int max_threads) {
   const int64_t total = a.n * a.c * a.s;
   if (total == 0) return absl::OkStatus();
-  max_threads = ThreadsFor(total, a.x.dtype, a.y.dtype, max_threads);
   // Each pass's dispatch counts the whole op's bytes: only whether the job is long matters.
   const int64_t job_bytes = JobBytes(total, a.x.dtype, a.y.dtype);
+  max_threads = ThreadsFor(job_bytes, max_threads);
   const int64_t cpg = a.c / a.groups;
   const double count = static_cast<double>(cpg * a.s);
   // Outputs beyond the cache go out non-temporal, as the row ops' do.

@@ -40,10 +40,8 @@ int64_t CpuBackend::JobBytes(int64_t elements, DType in, DType out) {
   return elements * static_cast<int64_t>(ElementSize(in) + ElementSize(out));
 }
 
-int CpuBackend::ThreadsFor(int64_t elements, DType in, DType out, int max_threads) const {
-  return JobBytes(elements, in, out) < options_.min_parallel_bytes
-             ? 1
-             : std::min(max_threads, threads());
+int CpuBackend::ThreadsFor(int64_t job_bytes, int max_threads) const {
+  return job_bytes < options_.min_parallel_bytes ? 1 : std::min(max_threads, threads());
 }
 
 }  // namespace normd::kernels

@@ -15,8 +15,9 @@ namespace normd::kernels::cpu {
 // Confines the calling thread to the CPUs it may run on other than `cpu`, which makes Linux
 // migrate it before the constructor returns (a running thread whose mask no longer holds its
 // CPU is moved at once), and gives the thread its mask back when destroyed (no migration:
-// the CPU it is on is in that mask). moved() is false, and nothing changed, where no other
-// CPU is allowed, the platform has no CPU masks, or the calls fail.
+// the CPU it is on is in that mask). moved() is false, and nothing changed, where `cpu` is
+// negative (no CPU to leave), no other CPU is allowed, the platform has no CPU masks, or the
+// calls fail.
 class ScopedMoveOffCpu {
  public:
   explicit ScopedMoveOffCpu(int cpu);

@@ -59,8 +59,8 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments) {
   // until this; BENCHMARKS.md, "Serving core").
   int max_threads = 1;
   for (const RowNormArgs& a : segments) {
-    max_threads =
-        std::max(max_threads, ThreadsFor(a.rows * a.cols, a.x.dtype, a.y.dtype, threads()));
+    max_threads = std::max(max_threads,
+                           ThreadsFor(JobBytes(a.rows * a.cols, a.x.dtype, a.y.dtype), threads()));
   }
   return RowNormBatch(segments, max_threads);
 }
@@ -113,8 +113,8 @@ absl::Status CpuBackend::RowNormBatch(absl::Span<const RowNormArgs> segments, in
   }
   if (segs.empty()) return absl::OkStatus();
   // Mixed dtypes count as their last segment's: only the thread count depends on it.
-  max_threads = ThreadsFor(elements, in, out, max_threads);
   const int64_t job_bytes = JobBytes(elements, in, out);
+  max_threads = ThreadsFor(job_bytes, max_threads);
   pool_->ParallelFor(rows, max_threads, job_bytes, [&](int64_t begin, int64_t end) {
     // First segment holding row `begin` of the concatenation.
     auto it = std::upper_bound(segs.begin(), segs.end(), begin,

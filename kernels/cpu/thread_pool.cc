@@ -145,13 +145,10 @@ void ThreadPool::WorkerLoop(int index) {
       // four) of normd-large-bench: the server's compute 0.12-0.68 ms -> 0.15-0.25; at 16
       // and 64 MiB, and in-process calls, within the rounds' spread (BENCHMARKS.md, issue
       // 15, seventy-second session).
-      if (long_job) {
-        ScopedMoveOffCpu move(owner_cpu);
-        if (!move.moved()) YieldCpu();
-        RunPieces(index, seen);
-        continue;
-      }
-      YieldCpu();
+      const ScopedMoveOffCpu move(long_job ? owner_cpu : -1);  // -1: no move
+      if (!move.moved()) YieldCpu();
+      RunPieces(index, seen);  // the mask comes back after the pieces
+      continue;
     }
     RunPieces(index, seen);
   }

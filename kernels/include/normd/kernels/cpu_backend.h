@@ -66,11 +66,10 @@ class CpuBackend final : public Backend {
   const CpuBackendOptions& options() const { return options_; }
 
  private:
-  // Threads for `elements` read as `in` and written as `out`, at most max_threads: one
-  // below min_parallel_bytes.
-  int ThreadsFor(int64_t elements, DType in, DType out, int max_threads) const;
   // The bytes `elements` read as `in` and written as `out` move: the pool's job size.
   static int64_t JobBytes(int64_t elements, DType in, DType out);
+  // Threads for a job of job_bytes, at most max_threads: one below min_parallel_bytes.
+  int ThreadsFor(int64_t job_bytes, int max_threads) const;
 
   CpuBackendOptions options_;
   std::unique_ptr<cpu::ThreadPool> pool_;
