@@ -6,33 +6,41 @@
 
 namespace normd::server {
 
+bool TrimPolicy::Tick(int64_t released, int64_t free_bytes) {
+  released_ += released;
+  if (released_ >= min_released_) {
+    trailing_ = kTrailingPeriods;
+    // Requests released at least as much as the arenas hold free: the memory is being
+    // reused, and what a trim returned the next requests would fault back in, a page at a
+    // time (11.5 us a page on the VM of BENCHMARKS.md's seventy-third session, where trims
+    // once a second under 64 MiB chunked calls cost 190-450 faults a call). The trims
+    // come in the periods after the load stops.
+    const bool recycled = released_ >= free_bytes;
+    released_ = 0;
+    if (recycled) {
+      free_floor_ = std::min(free_floor_, free_bytes);
+      return false;
+    }
+  }
+  // mallinfo2 counts free chunks, trimmed or not: frees later than the trailing periods (a
+  // connection's buffers when its client goes away, calls refused before they reserved
+  // anything, threads starved on a busy machine) show as growth since the last trim.
+  const bool grew = free_bytes > free_floor_ + min_released_;
+  if (trailing_ > 0 || grew) {
+    trailing_ = std::max(trailing_ - 1, 0);
+    return true;
+  }
+  free_floor_ = std::min(free_floor_, free_bytes);
+  return false;
+}
+
 MemoryTrimmer::MemoryTrimmer(MemoryBudget* budget, absl::Duration period, int64_t min_released)
     : thread_([this, budget, period, min_released] {
-        // gRPC frees what it held for a call (the received message's slices, the sent
-        // answer's) shortly after normd releases the call's reservation: trimming goes on
-        // for a few periods after the last release, so that those frees are returned too.
-        // Frees later than that (a connection's buffers when its client goes away, calls
-        // refused before they reserved anything, threads starved on a busy machine) show as
-        // free bytes held in the arenas: a trim also runs when those grew by min_released
-        // since the last one (mallinfo2 counts free chunks, trimmed or not).
-        constexpr int kTrailingPeriods = 5;
-        int64_t released = 0;
-        int trailing = 0;
-        size_t free_after_trim = mallinfo2().fordblks;
+        TrimPolicy policy(min_released, static_cast<int64_t>(mallinfo2().fordblks));
         while (!stop_.WaitForNotificationWithTimeout(period)) {
-          released += budget->TakeReleased();
-          if (released >= min_released) {
-            trailing = kTrailingPeriods;
-            released = 0;
-          }
-          const size_t free_now = mallinfo2().fordblks;
-          const bool grew = free_now > free_after_trim + static_cast<size_t>(min_released);
-          if (trailing > 0 || grew) {
-            trailing = std::max(trailing - 1, 0);
+          if (policy.Tick(budget->TakeReleased(), static_cast<int64_t>(mallinfo2().fordblks))) {
             malloc_trim(0);
-            free_after_trim = mallinfo2().fordblks;
-          } else {
-            free_after_trim = std::min(free_after_trim, free_now);
+            policy.Trimmed(static_cast<int64_t>(mallinfo2().fordblks));
           }
         }
       }) {}

@@ -7,6 +7,7 @@ add_executable(server_test
   server/config_test.cc
   server/metrics_test.cc
   server/memory_budget_test.cc
+  server/memory_trim_test.cc
   server/live_calls_test.cc
   server/machine_steal_test.cc)
 target_include_directories(server_test PRIVATE ${PROJECT_SOURCE_DIR})
