@@ -1,12 +1,17 @@
 // normd's global operator new (server/aligned_new.cc, linked into this test as into normd):
 // large blocks start on a cache line, wherever the C++ runtime and protobuf allocate them
-// (a parsed request's tensor bytes above all); small ones still work; every form frees what
-// it allocated (the ASan suite runs this test too).
+// (a parsed request's tensor bytes above all); tensor-sized blocks are advised for
+// transparent huge pages; small ones still work; every form frees what it allocated (the
+// ASan suite runs this test too).
 #include "server/aligned_new.h"
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +68,42 @@ TEST(AlignedNewTest, AParsedRequestsTensorBytesStartOnACacheLine) {
     ASSERT_TRUE(parsed.ParseFromString(wire));
     ASSERT_EQ(parsed.data().size(), sent.data().size());
     EXPECT_TRUE(Aligned(parsed.data().data()));
+  }
+}
+
+// The VmFlags of the mapping that holds `at`, from /proc/self/smaps ("" where none does).
+std::string VmFlagsAt(uintptr_t at) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(AlignedNewTest, TensorSizedBlocksAreAdvisedForHugePages) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' allocators map large blocks their own way";
+#endif
+  if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  }
+  for (size_t n : {kHugePageAdviceBytes, (size_t{64} << 20) + 12}) {
+    std::unique_ptr<char[]> block(new char[n]);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(block.get());
+    // Its first whole huge page, before anything touched it.
+    const uintptr_t first = (p + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+    ASSERT_LE(first + kHugePageBytes, p + n) << n;
+    EXPECT_NE(VmFlagsAt(first).find(" hg"), std::string::npos) << n << ": " << VmFlagsAt(first);
+    block[n - 1] = 1;
   }
 }
 
