@@ -8,7 +8,7 @@ namespace normd {
 
 void TuneProcessForMessages() {
   mallopt(M_TRIM_THRESHOLD, 8 << 20);
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kOwnMappingBytes));
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "normd/common/process_tuning.h"
+
 namespace normd::server {
 
 // From this size a block starts on a kLargeBlockAlignment boundary: tensors from four rows of
@@ -18,10 +20,10 @@ inline constexpr std::size_t kLargeBlockAlignment = 64;
 
 // From this size a block's whole 2 MiB pages are advised for transparent huge pages
 // (madvise MADV_HUGEPAGE, where the kernel has them): glibc maps such blocks on their own
-// (TuneProcessForMessages' mmap threshold, the same 4 MiB) and every one is faulted in
-// afresh, a 64 MiB tensor 16384 faults of 4 KiB, 32 of 2 MiB. The advice lasts as long as the
-// mapping, which glibc unmaps when the block is freed.
-inline constexpr std::size_t kHugePageAdviceBytes = 4 << 20;
+// (TuneProcessForMessages' mmap threshold) and every one is faulted in afresh, a 64 MiB
+// tensor 16384 faults of 4 KiB, 32 of 2 MiB. The advice lasts as long as the mapping, which
+// glibc unmaps when the block is freed.
+inline constexpr std::size_t kHugePageAdviceBytes = kOwnMappingBytes;
 inline constexpr std::size_t kHugePageBytes = 2 << 20;
 
 }  // namespace normd::server

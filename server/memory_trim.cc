@@ -8,6 +8,7 @@ namespace normd::server {
 
 bool TrimPolicy::Tick(int64_t released, int64_t free_bytes) {
   released_ += released;
+  bool recycled = false;
   if (released_ >= min_released_) {
     trailing_ = kTrailingPeriods;
     // Requests released at least as much as the arenas hold free: the memory is being
@@ -15,18 +16,14 @@ bool TrimPolicy::Tick(int64_t released, int64_t free_bytes) {
     // time (11.5 us a page on the VM of BENCHMARKS.md's seventy-third session, where trims
     // once a second under 64 MiB chunked calls cost 190-450 faults a call). The trims
     // come in the periods after the load stops.
-    const bool recycled = released_ >= free_bytes;
+    recycled = released_ >= free_bytes;
     released_ = 0;
-    if (recycled) {
-      free_floor_ = std::min(free_floor_, free_bytes);
-      return false;
-    }
   }
   // mallinfo2 counts free chunks, trimmed or not: frees later than the trailing periods (a
   // connection's buffers when its client goes away, calls refused before they reserved
   // anything, threads starved on a busy machine) show as growth since the last trim.
   const bool grew = free_bytes > free_floor_ + min_released_;
-  if (trailing_ > 0 || grew) {
+  if (!recycled && (trailing_ > 0 || grew)) {
     trailing_ = std::max(trailing_ - 1, 0);
     return true;
   }

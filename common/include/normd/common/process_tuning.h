@@ -5,7 +5,13 @@
 #ifndef NORMD_COMMON_PROCESS_TUNING_H_
 #define NORMD_COMMON_PROCESS_TUNING_H_
 
+#include <cstddef>
+
 namespace normd {
+
+// TuneProcessForMessages' glibc mmap threshold: blocks of this size and more are mapped on
+// their own and unmapped when freed (normd's operator new advises them for huge pages).
+inline constexpr std::size_t kOwnMappingBytes = 4 << 20;
 
 // - glibc malloc: every request and response allocates and frees message-sized buffers on
 //   many threads; with the default 128 KiB trim threshold the arenas hand their top pages
