@@ -273,13 +273,13 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   }
   // Large rows read in place (f32, and f16/bf16 widened again: typed) without a residual
   // or with one added last, Hugging Face's cast and RMSNorm's partial statistics included, from
-  // kFusedMinCols columns (OneLoopFits, row_plan.h): row r's epilogue and row r+1's sums in one
-  // loop (fused_rows.cc), the same bits as the two passes, which take the first row's sums, the
-  // last row's epilogue, and any row that the loop leaves (a row, or its statistic's part, not a
-  // whole number of its blocks, or with a mean of exactly zero).
-  // f32 rows with a residual added first too (OneLoopAddFits: 1024 to 4096 columns, and long
-  // rows), their h formed again from x and the skip in the loop's epilogue, their statistics over
-  // the whole row.
+  // kFusedMinCols columns (OneLoopFits, row_plan.h): row r's epilogue and row r+1's sums (r+2's
+  // for short rows, FusedLead) in one loop (fused_rows.cc), the same bits as the two passes, which
+  // take the first row's sums, the last row's epilogue, and any row that the loop leaves (a row, or
+  // its statistic's part, not a whole number of its blocks, or with a mean of exactly zero). f32
+  // rows with a residual added first too (OneLoopAddFits: 1024 to 4096 columns, and long rows),
+  // their h formed again from x and the skip in the loop's epilogue, their statistics over the
+  // whole row.
   const bool one_loop =
       p.stream && source.in_place && a.y.dtype == t && cols >= kFusedMinCols && row_end - r >= 2 &&
       (add_then_norm ? OneLoopAddFits(t, cols) && stat_cols == cols
@@ -323,35 +323,51 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
     epilogue.one(src, cols, er, y, p.stream);
   };
   if (fused != nullptr) {
-    Epilogue cur = e;
-    const void* src = stats(r, rows2, &cur);
-    for (; r + 1 < row_end; ++r) {
-      const RowAt here = row_at(r), following_row = row_at(r + 1);
-      const void* next = following_row.x;
+    // Rows whose sums the loop has taken and whose epilogues are still to come, in order:
+    // FusedLead of them (row_plan.h).
+    const int64_t lead =
+        std::min<int64_t>(FusedLead(cols * static_cast<int64_t>(ElementSize(t))), row_end - r - 1);
+    Epilogue pend[2];
+    const void* psrc[2];
+    for (int64_t k = 0; k < lead; ++k) {
+      pend[k] = e;
+      psrc[k] = stats(r + k, rows2, &pend[k]);
+    }
+    for (; r + lead < row_end; ++r) {
+      Epilogue& cur = pend[0];
+      const void* const src = psrc[0];
+      const RowAt here = row_at(r), sums_row = row_at(r + lead);
       void* y = Offset(a.y.data, t, r * cols);
       RowSums sums;
       // A residual added first: the loop forms h again from x and the skip (src is h for f32).
       const FusedAdd add =
-          add_then_norm ? FusedAdd{here.skip, following_row.skip, following_row.h} : FusedAdd{};
-      const FusedSpan span =
-          fused(add_then_norm ? here.x : src, next, cols, stat_cols, cur, paired, y, &sums, add);
+          add_then_norm ? FusedAdd{here.skip, sums_row.skip, sums_row.h} : FusedAdd{};
+      const FusedSpan span = fused(add_then_norm ? here.x : src, sums_row.x, cols, stat_cols, cur,
+                                   paired, y, &sums, add);
       if (span.begin >= 0) {
         part(src, cur, 0, span.begin, y);
         part(src, cur, span.end, cols, y);
-      } else {  // the two passes, this row's epilogue fetching the next row
-        cur.prefetch = static_cast<const char*>(next);
+      } else {  // the two passes, this row's epilogue fetching the row the sums read next
+        cur.prefetch = static_cast<const char*>(sums_row.x);
         if (norm_then_add || source.reform) {
-          cur.prefetch_skip = static_cast<const char*>(Offset(a.skip.data, t, (r + 1) * cols));
+          cur.prefetch_skip = static_cast<const char*>(Offset(a.skip.data, t, (r + lead) * cols));
         }
         epilogue_one(src, cur, y);
-        sums = sums_of(r + 1, rows2);
+        sums = sums_of(r + lead, rows2);
       }
       Epilogue following = e;
-      src = finish(r + 1, rows2, sums, &following);
-      cur = following;
+      const void* const following_src = finish(r + lead, rows2, sums, &following);
+      if (lead == 2) {
+        pend[0] = pend[1];
+        psrc[0] = psrc[1];
+      }
+      pend[lead - 1] = following;
+      psrc[lead - 1] = following_src;
     }
-    epilogue_one(src, cur, Offset(a.y.data, t, r * cols));
-    ++r;
+    for (int64_t k = 0; k < lead; ++k) {
+      epilogue_one(psrc[k], pend[k], Offset(a.y.data, t, (r + k) * cols));
+    }
+    r += lead;
   }
   // Short rows: the statistics of kShortGroup rows, then their epilogues. A row's
   // statistics end in a chain of long latencies (the lanes' sum, a square root and a

@@ -290,6 +290,19 @@ inline int64_t FusedAheadBytes(int64_t row_bytes) {
   return row_bytes >= kFusedLongRowBytes ? kFusedLongAheadBytes : kFusedAheadBytes;
 }
 
+// How many rows the one-loop pass's sums run ahead of its epilogue: two for rows of at most
+// kFusedLeadTwoMaxBytes of input, one for longer rows. Between two rows the loop finishes
+// one row's statistics (the lanes' sums in double, a square root, a division) and its
+// epilogue waits for them; a row's loop that sums the row after next has the next row's
+// statistics in hand, so that chain runs beside a whole row's work. At 1024 columns of
+// f16/bf16 (2 KiB) the time between the rows' loops was about a quarter of the kernel's
+// (`perf annotate`, RMSNorm f16 16384x1024, against 6% at 4096 columns). Measured on a Zen 5
+// VM (BENCHMARKS.md, issue 16, seventy-fourth session, alternating rounds with one build): two
+// rows ahead gained 0.02-0.07 of memcpy at 16384x1024 f16/bf16, and lost up to 0.05 at 4 and
+// 8 KiB rows (16384x1024 f32, 4096x4096 f16/bf16), where a row's work hides the chain.
+constexpr int64_t kFusedLeadTwoMaxBytes = 2 << 10;
+inline int64_t FusedLead(int64_t row_bytes) { return row_bytes <= kFusedLeadTwoMaxBytes ? 2 : 1; }
+
 }  // namespace normd::kernels::cpu
 
 #endif  // NORMD_KERNELS_CPU_ROW_PLAN_H_
