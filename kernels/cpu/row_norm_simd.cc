@@ -324,7 +324,8 @@ void GeneralRows(const RowNormArgs& a, const RowParams& p, int64_t row_begin, in
   };
   if (fused != nullptr) {
     // Rows whose sums the loop has taken and whose epilogues are still to come, in order:
-    // FusedLead of them (row_plan.h).
+    // FusedLead of them (row_plan.h). Their sources are in place (the loop's condition), so
+    // rows2 serves each finish only while it runs (Fp32Row's rare widening).
     const int64_t lead =
         std::min<int64_t>(FusedLead(cols * static_cast<int64_t>(ElementSize(t))), row_end - r - 1);
     Epilogue pend[2];

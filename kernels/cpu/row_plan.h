@@ -297,9 +297,11 @@ inline int64_t FusedAheadBytes(int64_t row_bytes) {
 // statistics in hand, so that chain runs beside a whole row's work. At 1024 columns of
 // f16/bf16 (2 KiB) the time between the rows' loops was about a quarter of the kernel's
 // (`perf annotate`, RMSNorm f16 16384x1024, against 6% at 4096 columns). Measured on a Zen 5
-// VM (BENCHMARKS.md, issue 16, seventy-fourth session, alternating rounds with one build): two
-// rows ahead gained 0.02-0.07 of memcpy at 16384x1024 f16/bf16, and lost up to 0.05 at 4 and
-// 8 KiB rows (16384x1024 f32, 4096x4096 f16/bf16), where a row's work hides the chain.
+// VM (BENCHMARKS.md, issue 16, seventy-fourth session, ten alternating pairs with one build),
+// one thread, medians of the pairs: the RMSNorm forms (f16, bf16) and L2 f16 at 16384x1024 +0.03
+// to +0.085 of memcpy, L2 bf16 -0.01; two threads within the VM's noise. Rows of 4 and 8 KiB
+// (16384x1024 f32, 4096x4096 f16/bf16) moved -0.055 to +0.065 (six pairs), LayerNorm f16
+// 4096x4096 behind in five pairs of six: they stay at one row.
 constexpr int64_t kFusedLeadTwoMaxBytes = 2 << 10;
 inline int64_t FusedLead(int64_t row_bytes) { return row_bytes <= kFusedLeadTwoMaxBytes ? 2 : 1; }
 
