@@ -39,6 +39,8 @@ def burst(server):
     before = rss(server.proc.pid)
     peak = [before]
     stop = threading.Event()
+    # Connected first, then all at once: the calls overlap as far as the machine lets them.
+    start = threading.Barrier(CALLERS)
 
     def sample():
         while not stop.is_set():
@@ -51,6 +53,8 @@ def burst(server):
         channel = grpc.insecure_channel(server.target, options=[
             ("grpc.max_send_message_length", 200 << 20), ("grpc.max_receive_message_length", 200 << 20)])
         stub = pb_grpc.NormServiceStub(channel)
+        grpc.channel_ready_future(channel).result(timeout=30)
+        start.wait(timeout=60)
         for _ in range(CALLS_EACH):
             try:
                 response = stub.Normalize(request, timeout=300)
@@ -86,6 +90,7 @@ class MemoryBudgetTest(unittest.TestCase):
         self.assertEqual(len(answers), CALLERS * CALLS_EACH)
         self.assertEqual(set(codes) - {"OK", "RESOURCE_EXHAUSTED"}, set(), answers)
         self.assertGreater(codes["OK"], 0, answers)
+        self.assertGreater(codes["RESOURCE_EXHAUSTED"], 0, "no call was refused: the budget was never at work")
         for code, detail in answers:
             if code == "OK":
                 self.assertEqual(detail, ROWS * COLS * 4)
@@ -108,11 +113,17 @@ class MemoryBudgetTest(unittest.TestCase):
     @unittest.skipIf(SANITIZED, "memory bounds are not measured under a sanitizer")
     def test_control_without_a_budget_goes_over(self):
         server = self.start("64GiB")
-        answers, peak, _ = burst(server)
-        print(f"\n--max-memory 64GiB: {dict(Counter(c for c, _ in answers))}, peak {peak >> 20} MiB",
-              file=sys.stderr)
-        self.assertEqual(Counter(c for c, _ in answers)["OK"], CALLERS * CALLS_EACH, answers)
-        self.assertGreater(peak, 1 << 30, "the load never needed more than the budget: no test")
+        peaks = []
+        for _ in range(3):
+            answers, peak, _ = burst(server)
+            peaks.append(peak)
+            print(f"\n--max-memory 64GiB: {dict(Counter(c for c, _ in answers))}, peak {peak >> 20} MiB",
+                  file=sys.stderr)
+            self.assertEqual(Counter(c for c, _ in answers)["OK"], CALLERS * CALLS_EACH, answers)
+            if peak > 1 << 30:
+                break
+        self.assertGreater(max(peaks), 1 << 30,
+                           f"the load never needed more than the budget in {len(peaks)} bursts: no test")
 
 
 if __name__ == "__main__":
