@@ -18,6 +18,9 @@
 // advised for transparent huge pages before first use: glibc maps each on its own, so each
 // call faults its pages in afresh, and on the VM of BENCHMARKS.md's seventy-third session a
 // fault cost 11.5 us: a 64 MiB unary LayerNorm took 0.87-1.08 s, 0.34-0.49 s with the advice.
+// Such blocks start on a huge page (posix_memalign): where glibc placed them, 4 KiB past a
+// page boundary, a 4 MiB tensor held one whole huge page and faulted the rest in 4 KiB pages
+// (about 1000 faults a 4 MiB unary call; BENCHMARKS.md, issue 15, seventy-sixth session).
 //
 // Thread safety: as malloc's.
 #include "server/aligned_new.h"
@@ -59,6 +62,11 @@ void* Allocate(std::size_t n) {
     void* p = nullptr;
     if (n < kAlignFromBytes) {
       p = std::malloc(n == 0 ? 1 : n);
+    } else if (n >= normd::server::kHugePageAdviceBytes) {
+      // On a huge page's boundary, so that all but its last partial huge page can be huge:
+      // glibc would map it 4 KiB past one, and a 4 MiB block would hold a single whole
+      // huge page. The mapping's unused head is address space only, never touched.
+      if (posix_memalign(&p, normd::server::kHugePageBytes, n) != 0) p = nullptr;
     } else if (n <= SIZE_MAX - kLargeBlockAlignment) {
       p = std::aligned_alloc(kLargeBlockAlignment,
                              (n + kLargeBlockAlignment - 1) & ~(kLargeBlockAlignment - 1));

@@ -18,11 +18,11 @@ namespace normd::server {
 inline constexpr std::size_t kAlignFromBytes = 64 << 10;
 inline constexpr std::size_t kLargeBlockAlignment = 64;
 
-// From this size a block's whole 2 MiB pages are advised for transparent huge pages
-// (madvise MADV_HUGEPAGE, where the kernel has them): glibc maps such blocks on their own
-// (TuneProcessForMessages' mmap threshold) and every one is faulted in afresh, a 64 MiB
-// tensor 16384 faults of 4 KiB, 32 of 2 MiB. The advice lasts as long as the mapping, which
-// glibc unmaps when the block is freed.
+// From this size a block starts on a 2 MiB boundary and its whole 2 MiB pages are advised
+// for transparent huge pages (madvise MADV_HUGEPAGE, where the kernel has them): glibc maps
+// such blocks on their own (TuneProcessForMessages' mmap threshold) and every one is faulted
+// in afresh, a 64 MiB tensor 16384 faults of 4 KiB, 32 of 2 MiB. The advice lasts as long as
+// the mapping, which glibc unmaps when the block is freed.
 inline constexpr std::size_t kHugePageAdviceBytes = kOwnMappingBytes;
 inline constexpr std::size_t kHugePageBytes = 2 << 20;
 

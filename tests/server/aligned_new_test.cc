@@ -97,10 +97,14 @@ TEST(AlignedNewTest, TensorSizedBlocksAreAdvisedForHugePages) {
   for (size_t n : {kHugePageAdviceBytes, (size_t{64} << 20) + 12}) {
     std::unique_ptr<char[]> block(new char[n]);
     const uintptr_t p = reinterpret_cast<uintptr_t>(block.get());
-    // Its first whole huge page, before anything touched it.
-    const uintptr_t first = (p + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-    ASSERT_LE(first + kHugePageBytes, p + n) << n;
-    EXPECT_NE(VmFlagsAt(first).find(" hg"), std::string::npos) << n << ": " << VmFlagsAt(first);
+    // It starts on a huge page, so that all its whole huge pages are its own (a 4 MiB block
+    // 4 KiB past a boundary would hold only one); the first and the last, before anything
+    // touched them.
+    EXPECT_EQ(p % kHugePageBytes, 0u) << n;
+    const uintptr_t last = p + (n / kHugePageBytes - 1) * kHugePageBytes;
+    for (const uintptr_t page : {p, last}) {
+      EXPECT_NE(VmFlagsAt(page).find(" hg"), std::string::npos) << n << ": " << VmFlagsAt(page);
+    }
     block[n - 1] = 1;
   }
 }
