@@ -63,9 +63,7 @@ void* Allocate(std::size_t n) {
     if (n < kAlignFromBytes) {
       p = std::malloc(n == 0 ? 1 : n);
     } else if (n >= normd::server::kHugePageAdviceBytes) {
-      // On a huge page's boundary, so that all but its last partial huge page can be huge:
-      // glibc would map it 4 KiB past one, and a 4 MiB block would hold a single whole
-      // huge page. The mapping's unused head is address space only, never touched.
+      // On a huge page (above); the mapping's unused head is address space only.
       if (posix_memalign(&p, normd::server::kHugePageBytes, n) != 0) p = nullptr;
     } else if (n <= SIZE_MAX - kLargeBlockAlignment) {
       p = std::aligned_alloc(kLargeBlockAlignment,
