@@ -32,18 +32,7 @@
 #include "normd/shared_memory.h"
 #include "server/server.h"
 #include "tests/server/request_factory.h"
-
-// Sanitized builds keep freed memory (ASan's quarantine) or shadow it: no RSS bound there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define NORMD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define NORMD_SANITIZED 1
-#endif
-#endif
-#ifndef NORMD_SANITIZED
-#define NORMD_SANITIZED 0
-#endif
+#include "tests/server/sanitized.h"  // no RSS bound under a sanitizer
 
 namespace normd {
 namespace {
