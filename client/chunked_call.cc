@@ -126,6 +126,10 @@ std::optional<ChunkPlan> Client::PlanFor(const v1::NormalizeRequest& request) co
   return PlanChunks(request, options_.chunking.threshold_bytes, options_.chunking.chunk_bytes);
 }
 
+bool Client::Chunks(const v1::NormalizeRequest& request) const {
+  return PlanFor(request).has_value();
+}
+
 CallHandle Client::StartChunked(std::shared_ptr<const ChunkSource> source, ChunkPlan plan,
                                 InfoCallback done, const CallOptions& c,
                                 v1::NormalizeResponse* into) {

@@ -17,7 +17,7 @@ gtest_discover_tests(server_test DISCOVERY_TIMEOUT 60)
 
 # normd's global operator new, in a program of its own: the replacement is the whole
 # program's, as in normd.
-add_executable(aligned_new_test server/aligned_new_test.cc)
+add_executable(aligned_new_test common/aligned_new_test.cc)
 target_include_directories(aligned_new_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(aligned_new_test PRIVATE normd_aligned_new normd_proto GTest::gtest_main)
 gtest_discover_tests(aligned_new_test DISCOVERY_TIMEOUT 60)

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
@@ -348,7 +350,21 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
   const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
   grpc::CompletionQueue cq;
-  int64_t in_flight = 0;
+  int64_t in_flight = 0;  // on `cq`
+  // Requests the client sends as row chunks (Client::Chunks: above its chunking threshold)
+  // go through NormalizeAsync, since StartOnQueue sends whole: their answers are recorded
+  // on gRPC's threads (the recorder takes its own lock), and a thread woken per answer is
+  // nothing beside a call of a megabyte or more. Shared with the callbacks, which may
+  // finish after this function has seen the count reach zero.
+  struct Chunked {
+    absl::Mutex mu;
+    int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  };
+  const auto chunked = std::make_shared<Chunked>();
+  const auto chunked_in_flight = [&chunked] {
+    absl::MutexLock l(&chunked->mu);
+    return chunked->in_flight;
+  };
   const auto take = [&](void* tag) {
     std::unique_ptr<Call> call(static_cast<Call*>(tag));
     const absl::StatusCode code = static_cast<absl::StatusCode>(call->status.error_code());
@@ -377,7 +393,7 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
         over = true;
         break;
       }
-      if (in_flight >= options.max_in_flight) {
+      if (in_flight + chunked_in_flight() >= options.max_in_flight) {
         absl::SleepFor(kPollGap);
       } else if (at > now) {
         absl::SleepFor(std::min(at - now, kPollGap));
@@ -388,23 +404,47 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
     int phase;
     const int64_t n = over ? -1 : control.Claim(&phase);
     if (n < 0) break;
-    auto* call = new Call;
-    call->item = &workload.Pick(static_cast<uint64_t>(n));
-    call->phase = phase;
-    recorder->RecordLate(call->phase, absl::ToInt64Microseconds(absl::Now() - at));
-    ++in_flight;
-    v1::NormalizeRequest next = call->item->request;
+    const WorkItem& item = workload.Pick(static_cast<uint64_t>(n));
+    recorder->RecordLate(phase, absl::ToInt64Microseconds(absl::Now() - at));
+    v1::NormalizeRequest next = item.request;
     next.set_id(absl::StrCat(n));
+    Client* client = clients[n % clients.size()];
+    if (!options.echo && client->Chunks(next)) {
+      {
+        absl::MutexLock l(&chunked->mu);
+        ++chunked->in_flight;
+      }
+      std::string id = next.id();
+      client->NormalizeAsync(
+          std::move(next),
+          Client::InfoCallback([chunked, recorder, &item, phase, id = std::move(id), at](
+                                   absl::StatusOr<v1::NormalizeResponse> a, const CallInfo& info) {
+            recorder->Record(phase, item,
+                             MakeAnswer(a.status().code(), a.ok() ? &*a : nullptr, id, at, info));
+            absl::MutexLock l(&chunked->mu);
+            --chunked->in_flight;
+          }));
+      continue;
+    }
+    auto* call = new Call;
+    call->item = &item;
+    call->phase = phase;
+    ++in_flight;
     call->id = next.id();
     call->at = at;
-    call->reader = clients[n % clients.size()]->StartOnQueue(
-        options.echo, &call->context, next, &cq, &call->response, &call->status, call);
+    call->reader = client->StartOnQueue(options.echo, &call->context, next, &cq, &call->response,
+                                        &call->status, call);
   }
   void* tag;
   bool ok;
   while (in_flight > 0 && cq.Next(&tag, &ok)) take(tag);
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
+  }
+  {
+    absl::MutexLock l(&chunked->mu);
+    chunked->mu.Await(absl::Condition(
+        +[](int64_t* n) { return *n == 0; }, &chunked->in_flight));
   }
   if (old_slack > 0) prctl(PR_SET_TIMERSLACK, old_slack, 0, 0, 0);
 }

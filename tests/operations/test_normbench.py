@@ -127,6 +127,36 @@ class NormbenchTest(unittest.TestCase, ReportChecks):
         self.assertEqual(code, 0, err)
         self.assertEqual(report["runs"][0]["requests_sent"], 40)  # the 25 warmup requests not counted
 
+    def test_large_requests_go_as_row_chunks_in_both_loops(self):
+        """A 4 MiB LayerNorm goes as row chunks (the client's default above 1 MiB) from the
+        closed loop and from the open loop alike: normd answers more requests than normbench
+        made calls, as many for each loop, and every answer checks out."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            metrics_port = s.getsockname()[1]
+        server = Server("--cpu-threads", "1", "--metrics-listen", f"127.0.0.1:{metrics_port}")
+        self.addCleanup(server.stop)
+
+        def answered():
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+                return sum(int(float(line.split()[-1])) for line in r.read().decode().splitlines()
+                           if line.startswith("normd_requests_total{"))
+
+        served = {}
+        for loop in (["--concurrency", "1"], ["--rate", "4"]):
+            before = answered()
+            code, report, out, err = normbench("--target", server.target, "--warmup", "0", "--op", "layer-norm",
+                                               "--shape", "256x4096", "--weight", "--bias", "--requests", "3",
+                                               "--verify", *loop)
+            self.assertEqual(code, 0, out + err)
+            run = report["runs"][0]
+            self.assert_consistent(run, loop)
+            self.assertEqual(run["loop"], "open" if "--rate" in loop else "closed")
+            self.assertEqual((run["requests_ok"], run["verified"], run["mismatched"]), (3, 3, 0), loop)
+            served[loop[0]] = answered() - before
+        self.assertGreater(served["--concurrency"], 3, "the closed loop's calls went whole")
+        self.assertEqual(served["--rate"], served["--concurrency"], "the open loop's calls went otherwise")
+
     def test_mix_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             mix = write_mix(tmp, "# weight op shape dtype flags\n"

@@ -270,7 +270,9 @@ class Client {
   // sets the deadline on `context`, starts the call and asks for its answer, which
   // arrives on `cq` as `tag` with the response in `*response` and the status in
   // `*status`. `context`, `response`, `status` and the returned reader must outlive that
-  // event; CallInfoOf(*context) then says who answered.
+  // event; CallInfoOf(*context) then says who answered. The request goes whole: a caller
+  // that wants large requests chunked sends those for which Chunks() is true through
+  // NormalizeAsync instead (as normbench's open loop does).
   using QueueReader = grpc::ClientAsyncResponseReader<v1::NormalizeResponse>;
   std::unique_ptr<QueueReader> StartOnQueue(bool echo, grpc::ClientContext* context,
                                             const v1::NormalizeRequest& request,
@@ -278,6 +280,9 @@ class Client {
                                             v1::NormalizeResponse* response, grpc::Status* status,
                                             void* tag);
   static CallInfo CallInfoOf(const grpc::ClientContext& context);
+  // Whether Normalize, NormalizeAsync and CallAsync send `request` as row chunks
+  // (ClientOptions::chunking).
+  bool Chunks(const v1::NormalizeRequest& request) const;
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
   // The shared-memory data plane (shared_memory.h; same host only). The client remembers
   // what it registered: when a call names a region the server does not know (a restarted

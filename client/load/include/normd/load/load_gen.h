@@ -9,9 +9,9 @@
 // which answers count: those of requests sent after the measurement began (a warmup's
 // answers are dropped).
 //
-// Thread safety: ClosedLoop blocks the calling
-// thread and gathers answers from gRPC's threads; OpenLoop does all its work on the
-// calling thread (and one thread per stream with `stream`).
+// Thread safety: ClosedLoop blocks the calling thread and gathers answers from gRPC's
+// threads; OpenLoop does its work on the calling thread (and one thread per stream with
+// `stream`), but for the answers of chunked calls, which come on gRPC's threads.
 #ifndef NORMD_LOAD_LOAD_GEN_H_
 #define NORMD_LOAD_LOAD_GEN_H_
 
@@ -63,7 +63,9 @@ struct OpenLoopOptions {
 // completion queue, polling at least every 100 us: no thread is woken per answer (client
 // CPU per call at 10000 calls/s on the 2-core VM: about 60 us, against 75 with a
 // receiver thread blocking on the queue and 97 on gRPC's callback threads), and an answer
-// is timed up to 100 us (plus sleep overshoot) late, which counts against it.
+// is timed up to 100 us (plus sleep overshoot) late, which counts against it. Requests
+// the client sends as row chunks (Client::Chunks) go through NormalizeAsync instead, as in
+// the closed loop, and are timed on gRPC's thread when their answer is complete.
 void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, LoadRecorder* recorder,
               const OpenLoopOptions& options);
 LoadStats OpenLoop(const std::vector<Client*>& clients, const v1::NormalizeRequest& request,

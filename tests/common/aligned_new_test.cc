@@ -1,9 +1,9 @@
-// normd's global operator new (server/aligned_new.cc, linked into this test as into normd):
-// large blocks start on a cache line, wherever the C++ runtime and protobuf allocate them
-// (a parsed request's tensor bytes above all); tensor-sized blocks are advised for
-// transparent huge pages; small ones still work; every form frees what it allocated (the
-// ASan suite runs this test too).
-#include "server/aligned_new.h"
+// Our programs' global operator new (common/aligned_new.cc, linked into this test as into
+// normd, normbench and normctl): large blocks start on a cache line, wherever the C++
+// runtime and protobuf allocate them (a parsed request's tensor bytes above all);
+// tensor-sized blocks are advised for transparent huge pages; small ones still work; every
+// form frees what it allocated (the ASan suite runs this test too).
+#include "normd/common/aligned_new.h"
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "normd/v1/normd.pb.h"
 
-namespace normd::server {
+namespace normd {
 namespace {
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kLargeBlockAlignment == 0; }
@@ -110,4 +110,4 @@ TEST(AlignedNewTest, TensorSizedBlocksAreAdvisedForHugePages) {
 }
 
 }  // namespace
-}  // namespace normd::server
+}  // namespace normd

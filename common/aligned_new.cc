@@ -1,7 +1,8 @@
-// normd's replacement of the global operator new and delete: a block of kAlignFromBytes or
-// more starts on a 64-byte boundary (a cache line, and AVX-512's vector); smaller ones are
-// malloc's as before. Linked into the normd executable only (and its own test), so every
-// library in the process, protobuf's parse included, allocates through it.
+// Our programs' replacement of the global operator new and delete: a block of
+// kAlignFromBytes or more starts on a 64-byte boundary (a cache line, and AVX-512's vector);
+// smaller ones are malloc's as before. Linked into the executables that move tensors
+// (aligned_new.h names them), so every library in the process, protobuf's parse and the
+// client library's answers included, allocates through it; never into a library.
 //
 // Why: a request's tensors reach the kernels as parsed protobuf `bytes` fields, std::string
 // buffers from operator new, and glibc's malloc puts a large block 16 bytes past a page
@@ -21,9 +22,14 @@
 // Such blocks start on a huge page (posix_memalign): where glibc placed them, 4 KiB past a
 // page boundary, a 4 MiB tensor held one whole huge page and faulted the rest in 4 KiB pages
 // (about 1000 faults a 4 MiB unary call; BENCHMARKS.md, issue 15, seventy-sixth session).
+// The clients receive such blocks too: every answer normbench's loops take is a fresh
+// response, and a 4 MiB one faulted its pages in on every call; at eight callers of 4 MiB
+// LayerNorm calls glibc's arenas and mappings cost normbench 500-1000 faults a call and
+// held it to 76-116 calls a second, 122-152 with this allocator (BENCHMARKS.md, issue 15,
+// seventy-seventh session).
 //
 // Thread safety: as malloc's.
-#include "server/aligned_new.h"
+#include "normd/common/aligned_new.h"
 
 #include <sys/mman.h>
 
@@ -40,7 +46,7 @@ namespace {
 // after all (another mmap threshold) only marks that part of the heap.
 void AdviseHugePages(void* p, std::size_t n) {
 #ifdef MADV_HUGEPAGE
-  using normd::server::kHugePageBytes;
+  using normd::kHugePageBytes;
   const uintptr_t begin =
       (reinterpret_cast<uintptr_t>(p) + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~(kHugePageBytes - 1);
@@ -54,23 +60,23 @@ void AdviseHugePages(void* p, std::size_t n) {
 }
 
 void* Allocate(std::size_t n) {
-  using normd::server::kAlignFromBytes;
-  using normd::server::kLargeBlockAlignment;
+  using normd::kAlignFromBytes;
+  using normd::kLargeBlockAlignment;
   for (;;) {
     // aligned_alloc's size must be a multiple of its alignment; a size within one alignment
     // of the largest would round to zero, and no allocator can give it anyway.
     void* p = nullptr;
     if (n < kAlignFromBytes) {
       p = std::malloc(n == 0 ? 1 : n);
-    } else if (n >= normd::server::kHugePageAdviceBytes) {
+    } else if (n >= normd::kHugePageAdviceBytes) {
       // On a huge page (above); the mapping's unused head is address space only.
-      if (posix_memalign(&p, normd::server::kHugePageBytes, n) != 0) p = nullptr;
+      if (posix_memalign(&p, normd::kHugePageBytes, n) != 0) p = nullptr;
     } else if (n <= SIZE_MAX - kLargeBlockAlignment) {
       p = std::aligned_alloc(kLargeBlockAlignment,
                              (n + kLargeBlockAlignment - 1) & ~(kLargeBlockAlignment - 1));
     }
     if (p != nullptr) {
-      if (n >= normd::server::kHugePageAdviceBytes) AdviseHugePages(p, n);
+      if (n >= normd::kHugePageAdviceBytes) AdviseHugePages(p, n);
       return p;
     }
     std::new_handler handler = std::get_new_handler();

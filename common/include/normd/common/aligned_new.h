@@ -1,14 +1,15 @@
-// The alignment normd's global operator new gives large blocks (aligned_new.cc, linked into
-// the normd executable and its test only: a replacement of operator new is the whole
-// program's). Constants only; safe from any thread.
-#ifndef NORMD_SERVER_ALIGNED_NEW_H_
-#define NORMD_SERVER_ALIGNED_NEW_H_
+// The alignment our programs' global operator new gives large blocks (common/aligned_new.cc,
+// the object library normd_aligned_new, linked into normd, normbench, normctl and its test:
+// a replacement of operator new is the whole program's, so the libraries, the client
+// library included, never link it). Constants only; safe from any thread.
+#ifndef NORMD_COMMON_ALIGNED_NEW_H_
+#define NORMD_COMMON_ALIGNED_NEW_H_
 
 #include <cstddef>
 
 #include "normd/common/process_tuning.h"
 
-namespace normd::server {
+namespace normd {
 
 // From this size a block starts on a kLargeBlockAlignment boundary: tensors from four rows of
 // 4096 f32 up, and every chunk of the client's chunked calls (256 KiB). Below it malloc's
@@ -26,6 +27,6 @@ inline constexpr std::size_t kLargeBlockAlignment = 64;
 inline constexpr std::size_t kHugePageAdviceBytes = kOwnMappingBytes;
 inline constexpr std::size_t kHugePageBytes = 2 << 20;
 
-}  // namespace normd::server
+}  // namespace normd
 
-#endif  // NORMD_SERVER_ALIGNED_NEW_H_
+#endif  // NORMD_COMMON_ALIGNED_NEW_H_
