@@ -5,6 +5,12 @@
 // instrumented and that the suppressions (tests/sanitizers/tsan.supp) do not hide a race
 // between two of our threads while gRPC's threads work around them. (The racing threads
 // make no calls themselves: gRPC's mutexes, instrumented in this build, would order them.)
+// The racers keep writing until both have written 100000 times, so that their writes
+// overlap in time: stop 85's CI run, where each did its writes once and left, saw no
+// report. ThreadSanitizer's runtime (libtsan.so.2) clears its shadow memory when its
+// slots' epochs or its trace memory run out, which gRPC's busy threads make frequent, and a
+// clearing between the two racers' writes hides the race; writes that go on from both
+// sides are caught after any clearing.
 #include <atomic>
 #include <cstdlib>
 #include <thread>
@@ -19,8 +25,9 @@
 namespace normd {
 namespace {
 
-// Not atomic and not behind a lock: the race the control must see reported.
-int racy_counter = 0;
+// Not atomic and not behind a lock: the race the control must see reported. Volatile, so
+// that every write in the loops stays a write the sanitizer sees.
+volatile int racy_counter = 0;
 
 TEST(TsanControlTest, ARaceBetweenTwoThreadsIsReportedWhileCallsAreServed) {
   if (std::getenv("NORMD_TSAN_CONTROL") == nullptr) {
@@ -45,10 +52,14 @@ TEST(TsanControlTest, ARaceBetweenTwoThreadsIsReportedWhileCallsAreServed) {
       }
     });
   }
+  // Relaxed, so that it orders nothing between the racers for ThreadSanitizer.
+  std::atomic<int> racers_done{0};
   std::vector<std::thread> racers;
   for (int t = 0; t < 2; ++t) {
-    racers.emplace_back([] {
-      for (int i = 0; i < 100000; ++i) ++racy_counter;
+    racers.emplace_back([&] {
+      for (int i = 0; i < 100000; ++i) racy_counter = racy_counter + 1;
+      racers_done.fetch_add(1, std::memory_order_relaxed);
+      while (racers_done.load(std::memory_order_relaxed) < 2) racy_counter = racy_counter + 1;
     });
   }
   for (std::thread& r : racers) r.join();
