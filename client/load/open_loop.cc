@@ -96,12 +96,13 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
   }
   // One thread sends, polls the completion queue and records: no gRPC thread is woken per
   // answer. gRPC's poller waits in whole milliseconds, far coarser than the gap between
-  // sends, so this thread sleeps at most kPollGap at a time and then takes every answer
-  // that came in the meantime without waiting: an answer is timed up to kPollGap (plus the
-  // sleep's own overshoot) after it arrived, which counts against it. A receiver thread
-  // blocking on the queue would time answers exactly, but its wake-up per answer cost
-  // about 75 instead of 60 us of client CPU per call at 10000 calls/s on the 2-core VM,
-  // and on the shared cores the p99 then came out 1.5-2.3 ms instead of 0.6-1.2 ms.
+  // sends, so while a call is on the queue this thread sleeps at most kPollGap at a time and
+  // then takes every answer that came in the meantime without waiting: an answer is timed
+  // up to kPollGap (plus the sleep's own overshoot) after it arrived, which counts against
+  // it. A receiver thread blocking on the queue would time answers exactly, but its wake-up
+  // per answer cost about 75 instead of 60 us of client CPU per call at 10000 calls/s on
+  // the 2-core VM, and on the shared cores the p99 then came out 1.5-2.3 ms instead of
+  // 0.6-1.2 ms.
   constexpr absl::Duration kPollGap = absl::Microseconds(100);
   struct Call {
     grpc::ClientContext context;
@@ -128,8 +129,11 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
   struct Chunked {
     absl::Mutex mu;
     int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+    int64_t limit = 0;  // options.max_in_flight
+    bool Room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return in_flight < limit; }
   };
   const auto chunked = std::make_shared<Chunked>();
+  chunked->limit = options.max_in_flight;
   const auto chunked_in_flight = [&chunked] {
     absl::MutexLock l(&chunked->mu);
     return chunked->in_flight;
@@ -151,6 +155,15 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
       take(tag);
     }
   };
+  // With no call on `cq` there is nothing to poll: the thread sleeps until kApproach before
+  // the next send is due, or until a chunked call's answer makes room under max_in_flight,
+  // waking at least every kIdleWait to see a stop; the last kApproach goes in kPollGap
+  // steps as before. Polling every kPollGap throughout cost normbench 1.6 s of CPU in a 7 s
+  // run of 4 MiB calls at 2 a second; sleeping straight to the send made it 140 us late
+  // (a halted vCPU's wake-up) where the steps keep it at about 35 (BENCHMARKS.md, issue
+  // 15, seventy-ninth session).
+  constexpr absl::Duration kIdleWait = absl::Milliseconds(50);
+  constexpr absl::Duration kApproach = absl::Milliseconds(1);
   Schedule schedule(options.start, options.rate, options.poisson, options.seed);
   for (;;) {
     const absl::Time at = schedule.Next();
@@ -163,7 +176,14 @@ void OpenLoop(const std::vector<Client*>& clients, const Workload& workload, Loa
         break;
       }
       if (in_flight + chunked_in_flight() >= options.max_in_flight) {
-        absl::SleepFor(kPollGap);
+        if (in_flight > 0) {
+          absl::SleepFor(kPollGap);
+        } else {
+          absl::MutexLock l(&chunked->mu);
+          chunked->mu.AwaitWithTimeout(absl::Condition(chunked.get(), &Chunked::Room), kIdleWait);
+        }
+      } else if (in_flight == 0 && at - now > kApproach) {
+        absl::SleepFor(std::min(at - now - kApproach, kIdleWait));
       } else if (at > now) {
         absl::SleepFor(std::min(at - now, kPollGap));
       } else {

@@ -11,6 +11,7 @@ NORMBENCH_BIN.
 """
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -156,6 +157,22 @@ class NormbenchTest(unittest.TestCase, ReportChecks):
             served[loop[0]] = answered() - before
         self.assertGreater(served["--concurrency"], 3, "the closed loop's calls went whole")
         self.assertEqual(served["--rate"], served["--concurrency"], "the open loop's calls went otherwise")
+
+    def test_open_loop_sleeps_while_only_chunked_calls_are_in_flight(self):
+        """The open loop polls its completion queue every 100 us only while a call is on it:
+        with only chunked calls (answered on gRPC's threads) it sleeps until a send is near.
+        Counted as normbench's voluntary context switches (each sleep is one): polling
+        throughout made about 7000 a second (18500 in this run before the change), this run
+        of six 4 MiB calls in 3 s about 500 after it."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw
+        code, report, out, err = normbench("--target", self.server.target, "--warmup", "0", "--op", "layer-norm",
+                                           "--shape", "256x4096", "--rate", "2", "--duration", "3")
+        switches = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw - before
+        self.assertEqual(code, 0, out + err)
+        run = report["runs"][0]
+        self.assert_consistent(run, "chunked open loop")
+        self.assertEqual(run["requests_ok"], 6)
+        self.assertLess(switches, 5000, f"normbench woke every 100 us between its chunked calls ({switches})")
 
     def test_mix_file(self):
         with tempfile.TemporaryDirectory() as tmp:
