@@ -111,10 +111,10 @@ FusedSpan FusedRowPair(const void* x, const void* next, int64_t n, int64_t m, co
     for (int64_t j = 1; j < 8; ++j) acc = hn::Add(acc, sum_value(j * N));
     out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(8 * N);
   }
-  const V vk = hn::Set(d, out.shift);
+  const V neg_k = hn::Set(d, -out.shift);
   VD s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
-  const auto term = [vk](V v) HWY_ATTR __attribute__((always_inline)) {
-    return moments ? hn::Sub(v, vk) : hn::Mul(v, v);
+  const auto term = [neg_k](V v) HWY_ATTR __attribute__((always_inline)) {
+    return moments ? Shifted(v, neg_k) : hn::Mul(v, v);
   };
   const auto flush = [&](const V* c) HWY_ATTR __attribute__((always_inline)) {
     if constexpr (tree16) {

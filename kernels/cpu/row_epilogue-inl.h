@@ -228,6 +228,12 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   const auto store_at = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     StoreAs<t>(d, at(i), Offset(out, t, i));
   };
+  // The plain loops below are unrolled to four vectors a step (two pairs): GCC's -O2 leaves
+  // them rolled, a vector a step, and such a loop's speed then hangs on where the linker puts
+  // it. On a Zen 3 (AVX2), fused add+RMSNorm f32's backwards loop (six instructions, 29
+  // bytes) came to straddle a 64-byte line when code elsewhere in the library changed, and
+  // 8x4096 took 12.2-13.5 us a call instead of 10.2-12.0; unrolled, 9.9 (BENCHMARKS.md,
+  // issue 16, eightieth and eighty-first sessions).
   int64_t i = 0;
   const int64_t head = stream ? StreamHead(out, esize, N, n) : -1;
   if constexpr (kPairedStores<t>) {
@@ -256,6 +262,7 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
         stream_at(i);
         i += N;
       }
+#pragma GCC unroll 2
       for (i = fetching2(i, stream2_at); i + 2 * N <= n; i += 2 * N) stream2_at(i);
       if (i + N <= n) {
         fetch(i);
@@ -266,10 +273,12 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
       const int64_t whole = n / N * N;
       if (whole < n) tail(whole, n - whole);
       int64_t j = whole - 2 * N;
+#pragma GCC unroll 2
       for (; j >= 0; j -= 2 * N) store2_at(j);
       if (j + N == 0) store_at(0);
       i = n;
     }
+#pragma GCC unroll 2
     for (i = fetching2(i, store2_at); i + 2 * N <= n; i += 2 * N) store2_at(i);
     if (i + N <= n) {
       fetch(i);
@@ -279,13 +288,16 @@ HWY_INLINE void EpilogueRun(const void* src, int64_t n, const Epilogue& e, void*
   } else {
     if (head >= 0) {
       if (head > 0) tail(0, head);
+#pragma GCC unroll 4
       for (i = fetching(head, stream_at); i + N <= n; i += N) stream_at(i);
     } else if (e.backwards) {
       const int64_t whole = n / N * N;
       if (whole < n) tail(whole, n - whole);
+#pragma GCC unroll 4
       for (int64_t j = whole - N; j >= 0; j -= N) store_at(j);
       i = n;
     }
+#pragma GCC unroll 4
     for (i = fetching(i, store_at); i + N <= n; i += N) store_at(i);
   }
   if (i < n) tail(i, n - i);

@@ -33,6 +33,15 @@ struct RowSums {
   float shift = 0;     // kMoments: c = x - shift
 };
 
+// c = v - k, the shifted term of kMoments sums, formed as v * 1 + (-k) with `neg_k` = -k:
+// the same bits (v * 1 is exact, one rounding either way, signed zeros alike), but on the
+// multiply-add pipes. On Zen 4 and 5 additions have two pipes and multiply-adds two others,
+// and a moments pass is all additions but its squares: a bf16 row's sums of 4096 elements
+// in L1 took 315-351 ns with the subtraction and 262-293 with it as a multiply-add
+// (BENCHMARKS.md, issue 16, eightieth session). Where one pipe does both (Intel) it costs
+// nothing; targets without FMA emulate MulAdd as a product and a sum, the same bits again.
+HWY_INLINE V Shifted(V v, V neg_k) { return hn::MulAdd(v, hn::Set(D(), 1.0f), neg_k); }
+
 // The sum of eight vectors of terms c, and the sum of their squares, as pairwise trees
 // (three roundings a lane, one more for a square): LoadRow's blocks, CenteredSums', the
 // one-loop pass's (fused_rows.cc), which must give LoadRow's bits, and the channel ops'
@@ -123,7 +132,7 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
       out.shift = hn::GetLane(hn::SumOfLanes(d, acc)) / static_cast<float>(w * N);
     }
   }
-  const V vk = hn::Set(d, out.shift);
+  const V neg_k = hn::Set(d, -out.shift);
   const auto load = [&](int64_t i) HWY_ATTR __attribute__((always_inline)) {
     const V v = value(i);
     if constexpr (kH && kStreamH) {
@@ -139,7 +148,7 @@ RowSums LoadRow(const void* x, const void* skip, float alpha, int64_t n, float* 
     if constexpr (stat == Stat::kSumOfSquares) {
       return hn::Mul(v, v);
     } else if constexpr (moments) {
-      return hn::Sub(v, vk);
+      return Shifted(v, neg_k);
     } else {
       return v;
     }

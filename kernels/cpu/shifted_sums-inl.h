@@ -227,10 +227,10 @@ float RunShift(const void* x, int64_t n) {
 template <DType kT>
 struct ShiftedBlocks {
   float shift;
-  V vk;
+  V neg_k;  // -shift (Shifted, row_pass-inl.h)
   VD s0, s1, q0, q1;
 
-  explicit ShiftedBlocks(float k) : shift(k), vk(hn::Set(D(), k)) {
+  explicit ShiftedBlocks(float k) : shift(k), neg_k(hn::Set(D(), -k)) {
     const DD dd;
     s0 = s1 = q0 = q1 = hn::Zero(dd);
   }
@@ -250,8 +250,8 @@ struct ShiftedBlocks {
 #pragma GCC unroll 8
     for (int j = 0; j < 16; j += 2) {
       LoadPairUnordered<kT>(Offset(at, kT, j * N), &c[j], &c[j + 1]);
-      c[j] = hn::Sub(c[j], vk);
-      c[j + 1] = hn::Sub(c[j + 1], vk);
+      c[j] = Shifted(c[j], neg_k);
+      c[j + 1] = Shifted(c[j + 1], neg_k);
     }
     V t, t2;
     SumTree16(c, &t, &t2);
@@ -264,14 +264,14 @@ struct ShiftedBlocks {
     const int64_t N = static_cast<int64_t>(hn::Lanes(d));
     for (; i + 16 * N <= n; i += 16 * N) Block(Offset(x, kT, i));
     for (; i + N <= n; i += N) {
-      const V c = hn::Sub(LoadAs<kT>(d, Offset(x, kT, i)), vk);
+      const V c = Shifted(LoadAs<kT>(d, Offset(x, kT, i)), neg_k);
       Flush(c, hn::Mul(c, c));
     }
     if (i < n) {  // through a zeroed stack copy: x ends at n
       alignas(64) unsigned char tx[64 * 4] = {};
       std::memcpy(tx, Offset(x, kT, i), static_cast<size_t>(n - i) * ElementSize(kT));
       const V c = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - i)),
-                                     hn::Sub(LoadAs<kT>(d, tx), vk));
+                                     Shifted(LoadAs<kT>(d, tx), neg_k));
       Flush(c, hn::Mul(c, c));
     }
     RowSums out;
